@@ -1,0 +1,27 @@
+import type { FastifyInstance } from "fastify";
+import { MintUserTokenBody } from "../../protocol/token.ts";
+import { actingUserId } from "../auth/authenticate.ts";
+import type { TokenStore } from "../auth/token-store.ts";
+import { apiError } from "../errors.ts";
+import { parseInput } from "../http/validate.ts";
+import type { AccountStore } from "./store.ts";
+
+export function accountRoutes(deps: { accounts: AccountStore; tokens: TokenStore }) {
+  return async (app: FastifyInstance) => {
+    app.get("/v1/accounts/me", { config: { auth: "account" } }, async (req) => {
+      const me = await deps.accounts.me(actingUserId(req.principal!));
+      if (!me) throw apiError("NOT_FOUND", "this user has no account");
+      return me;
+    });
+
+    app.post("/v1/accounts/tokens", { config: { auth: "account" } }, async (req, reply) => {
+      const body = parseInput(MintUserTokenBody, req.body ?? {}, "body");
+      const minted = await deps.tokens.mint({
+        userId: actingUserId(req.principal!),
+        name: body.name ?? "cli",
+        expiresInDays: body.expires_in_days,
+      });
+      return reply.code(201).send(minted);
+    });
+  };
+}

@@ -1,0 +1,137 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { Project } from "../../protocol/project.ts";
+import { SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
+import type { AccountStore } from "../accounts/store.ts";
+import type { Sql } from "../db/sql.ts";
+import { apiError } from "../errors.ts";
+import { isUuid, type ProjectStore } from "../projects/store.ts";
+import { hashSecret } from "./secrets.ts";
+import type { TokenStore } from "./token-store.ts";
+
+export type Principal =
+  | { kind: "user"; userId: string; tokenId: string }
+  | { kind: "project"; userId: string; projectId: string; tokenId: string }
+  /** The sandbox service key (SVC_TOKEN): accepted only by routes that opt in. */
+  | { kind: "service"; sandboxId: string; sessionId: string; projectId: string };
+
+/** The user an action is recorded against: a project token acts for the user it was minted for. */
+export function actingUserId(principal: Principal): string {
+  if (principal.kind === "service")
+    throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key is not an API token");
+  return principal.userId;
+}
+
+/**
+ * Who may call a route:
+ * - public: anyone;
+ * - account: user tokens only (SPEC: account routes reject project tokens);
+ * - principal: user or project tokens, no project in the path;
+ * - project: user or project tokens with access to `:projectId` (SPEC Authentication rules 1-3).
+ */
+export type AuthPolicy = "public" | "account" | "principal" | "project";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    auth?: AuthPolicy;
+    /** On project routes: also accept the sandbox service key of a sandbox of that project. */
+    allowServiceKey?: boolean;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+    project: Project | null;
+  }
+}
+
+export type AuthDeps = { sql: Sql; tokens: TokenStore; accounts: AccountStore; projects: ProjectStore };
+
+function bearer(req: FastifyRequest): string {
+  const header = req.headers.authorization;
+  if (!header) throw apiError("UNAUTHENTICATED", "missing Authorization: Bearer <token> header");
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match) throw apiError("UNAUTHENTICATED", "Authorization header must be 'Bearer <token>'");
+  return match[1]!;
+}
+
+async function resolvePrincipal(deps: AuthDeps, secret: string): Promise<Principal> {
+  if (secret.startsWith(SERVICE_KEY_PREFIX)) {
+    const [row] = await deps.sql.query<{ sandbox_id: string; session_id: string; project_id: string }>(
+      "select sandbox_id, session_id, project_id from session_sandboxes where service_key_hash = $1 and status in ('provisioning', 'active')",
+      [hashSecret(secret)],
+    );
+    if (!row) throw apiError("UNAUTHENTICATED", "invalid or revoked token");
+    return { kind: "service", sandboxId: row.sandbox_id, sessionId: row.session_id, projectId: row.project_id };
+  }
+  if (!secret.startsWith(TOKEN_PREFIX)) throw apiError("UNAUTHENTICATED", "malformed token");
+  const found = await deps.tokens.lookup(secret);
+  if (found.status === "expired") throw apiError("TOKEN_EXPIRED", "token has expired; log in again");
+  if (found.status === "unknown") throw apiError("UNAUTHENTICATED", "invalid or revoked token");
+  const { token } = found;
+  return token.project_id
+    ? { kind: "project", userId: token.user_id, projectId: token.project_id, tokenId: token.id }
+    : { kind: "user", userId: token.user_id, tokenId: token.id };
+}
+
+/** Loads the project named in the path and checks that the principal may write to it. */
+async function authorizeProject(
+  deps: AuthDeps,
+  principal: Principal,
+  ref: string,
+  allowServiceKey: boolean,
+): Promise<Project> {
+  if (principal.kind === "service" && !allowServiceKey) {
+    throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key is not an API token; use SVC_CLI_TOKEN");
+  }
+  if (principal.kind !== "user") {
+    // Rule 1: compare before any lookup, so a project token learns nothing about other projects.
+    if (isUuid(ref) && ref.toLowerCase() !== principal.projectId) {
+      throw apiError("TOKEN_PROJECT_MISMATCH", "this token is scoped to another project");
+    }
+    const project = await deps.projects.byId(principal.projectId);
+    if (!project || (!isUuid(ref) && ref !== project.slug)) {
+      throw apiError("TOKEN_PROJECT_MISMATCH", "this token is scoped to another project");
+    }
+    return project;
+  }
+  if (isUuid(ref)) {
+    const project = await deps.projects.byId(ref);
+    if (!project) throw apiError("PROJECT_NOT_FOUND", `project ${ref} not found`);
+    if (!(await deps.accounts.isMember(principal.userId, project.account_id))) {
+      throw apiError("NOT_A_MEMBER", "you are not a member of this project's account");
+    }
+    return project;
+  }
+  const accounts = await deps.accounts.accounts(principal.userId);
+  const matches = await deps.projects.bySlug(
+    ref,
+    accounts.map((a) => a.id),
+  );
+  if (matches.length === 0) throw apiError("PROJECT_NOT_FOUND", `project '${ref}' not found`);
+  if (matches.length > 1) throw apiError("BAD_REQUEST", `project slug '${ref}' is ambiguous; use the project id`);
+  return matches[0]!;
+}
+
+export function registerAuthentication(app: FastifyInstance, deps: AuthDeps): void {
+  app.decorateRequest("principal", null);
+  app.decorateRequest("project", null);
+  app.addHook("preHandler", async (req) => {
+    const policy = req.routeOptions.config.auth ?? "project";
+    if (policy === "public" || req.is404) return;
+    const principal = await resolvePrincipal(deps, bearer(req));
+    req.principal = principal;
+    if (policy === "account") {
+      if (principal.kind === "project")
+        throw apiError("PROJECT_TOKEN_NOT_ALLOWED", "project tokens cannot call account routes");
+      if (principal.kind === "service")
+        throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key cannot call account routes");
+      return;
+    }
+    if (policy === "principal") {
+      if (principal.kind === "service")
+        throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key is not an API token");
+      return;
+    }
+    const ref = (req.params as { projectId?: string }).projectId;
+    if (!ref) throw new Error(`route ${req.routeOptions.url} has auth=project but no :projectId`);
+    req.project = await authorizeProject(deps, principal, ref, req.routeOptions.config.allowServiceKey ?? false);
+  });
+}

@@ -1,0 +1,77 @@
+import type { MintedToken, Token } from "../../protocol/token.ts";
+import { TOKEN_PREFIX } from "../../protocol/token.ts";
+import { iso } from "../db/rows.ts";
+import type { Sql } from "../db/sql.ts";
+import { displayPrefix, hashSecret, newSecret } from "./secrets.ts";
+
+type TokenRow = {
+  id: string;
+  user_id: string;
+  project_id: string | null;
+  name: string;
+  prefix: string;
+  expires_at: Date | null;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+  created_at: Date;
+};
+
+const COLUMNS = "id, user_id, project_id, name, prefix, expires_at, last_used_at, revoked_at, created_at";
+// last_used_at is bookkeeping: write it at most once a minute per token, never on the hot path's critical section.
+const LAST_USED_GRANULARITY_MS = 60_000;
+
+function toToken(row: TokenRow): Token {
+  return {
+    id: row.id,
+    kind: row.project_id ? "project" : "user",
+    name: row.name,
+    user_id: row.user_id,
+    project_id: row.project_id,
+    prefix: row.prefix,
+    expires_at: iso(row.expires_at),
+    last_used_at: iso(row.last_used_at),
+    created_at: iso(row.created_at),
+  };
+}
+
+export type MintOptions = { userId: string; projectId?: string | null; name?: string; expiresInDays?: number };
+
+export type TokenLookup = { status: "valid"; token: Token } | { status: "expired" } | { status: "unknown" };
+
+export function createTokenStore(sql: Sql) {
+  /** Stores a token whose secret the caller already holds (self-host bootstrap); idempotent by hash. */
+  async function insert(secret: string, opts: MintOptions): Promise<MintedToken> {
+    const expires = opts.expiresInDays ? new Date(Date.now() + opts.expiresInDays * 86_400_000) : null;
+    const [row] = await sql.query<TokenRow>(
+      `insert into tokens (user_id, project_id, name, token_hash, prefix, expires_at)
+         values ($1, $2, $3, $4, $5, $6)
+         on conflict (token_hash) do update set revoked_at = null
+         returning ${COLUMNS}`,
+      [opts.userId, opts.projectId ?? null, opts.name ?? "", hashSecret(secret), displayPrefix(secret), expires],
+    );
+    return { ...toToken(row!), token: secret };
+  }
+
+  return {
+    insert,
+    mint: (opts: MintOptions) => insert(newSecret(TOKEN_PREFIX), opts),
+
+    async lookup(secret: string): Promise<TokenLookup> {
+      const [row] = await sql.query<TokenRow>(`select ${COLUMNS} from tokens where token_hash = $1`, [
+        hashSecret(secret),
+      ]);
+      if (!row || row.revoked_at) return { status: "unknown" };
+      if (row.expires_at && row.expires_at.getTime() <= Date.now()) return { status: "expired" };
+      if (!row.last_used_at || Date.now() - row.last_used_at.getTime() > LAST_USED_GRANULARITY_MS) {
+        sql.query("update tokens set last_used_at = now() where id = $1", [row.id]).catch(() => {});
+      }
+      return { status: "valid", token: toToken(row) };
+    },
+
+    async revoke(id: string): Promise<void> {
+      await sql.query("update tokens set revoked_at = now() where id = $1 and revoked_at is null", [id]);
+    },
+  };
+}
+
+export type TokenStore = ReturnType<typeof createTokenStore>;

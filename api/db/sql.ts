@@ -1,0 +1,71 @@
+import { mkdirSync } from "node:fs";
+import { PGlite } from "@electric-sql/pglite";
+import postgres from "postgres";
+
+/**
+ * The one storage interface: plain SQL with `$n` parameters, PostgreSQL dialect everywhere.
+ * Embedded PGlite when no DATABASE_URL is given, a real server through postgres.js otherwise.
+ */
+export type Sql = {
+  readonly kind: "pglite" | "postgres";
+  query<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]>;
+  /** Runs several statements without parameters (migrations). */
+  exec(text: string): Promise<void>;
+  /** Runs `fn` in one transaction; nested calls join the outer one. */
+  transaction<R>(fn: (tx: Sql) => Promise<R>): Promise<R>;
+  close(): Promise<void>;
+};
+
+export type SqlOptions = { databaseUrl?: string; pgliteDir?: string };
+
+export async function openSql(options: SqlOptions): Promise<Sql> {
+  if (options.databaseUrl) return openPostgres(options.databaseUrl);
+  if (!options.pgliteDir) throw new Error("openSql: give databaseUrl or pgliteDir");
+  return openPglite(options.pgliteDir);
+}
+
+type PgliteTx = Pick<PGlite, "query" | "exec">;
+
+async function openPglite(dir: string): Promise<Sql> {
+  mkdirSync(dir, { recursive: true });
+  const db = await PGlite.create(dir);
+  const wrap = (conn: PgliteTx, inTx: boolean): Sql => ({
+    kind: "pglite",
+    async query<T>(text: string, params: unknown[] = []) {
+      return (await conn.query<T>(text, params)).rows;
+    },
+    async exec(text: string) {
+      await conn.exec(text);
+    },
+    transaction: (fn) => (inTx ? fn(wrap(conn, true)) : db.transaction((tx) => fn(wrap(tx, true)))),
+    async close() {
+      if (!inTx) await db.close();
+    },
+  });
+  return wrap(db, false);
+}
+
+function openPostgres(url: string): Sql {
+  const client = postgres(url, {
+    max: 10,
+    onnotice: () => {},
+  });
+  type Conn = postgres.Sql | postgres.TransactionSql;
+  const wrap = (conn: Conn, inTx: boolean): Sql => ({
+    kind: "postgres",
+    async query<T>(text: string, params: unknown[] = []) {
+      return (await conn.unsafe(text, params as postgres.ParameterOrJSON<never>[])) as unknown as T[];
+    },
+    async exec(text: string) {
+      await conn.unsafe(text);
+    },
+    transaction: (fn) =>
+      inTx
+        ? fn(wrap(conn, true))
+        : (client.begin((tx) => fn(wrap(tx, true))) as Promise<Awaited<ReturnType<typeof fn>>>),
+    async close() {
+      if (!inTx) await client.end({ timeout: 5 });
+    },
+  });
+  return wrap(client, false);
+}

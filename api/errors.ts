@@ -1,0 +1,36 @@
+import type { ErrorCode } from "../protocol/errors.ts";
+
+/** The API's error catalogue: each stable code maps to exactly one HTTP status, here and nowhere else. */
+const STATUS: Record<ErrorCode, number> = {
+  BAD_REQUEST: 400,
+  VALIDATION_FAILED: 400,
+  UNAUTHENTICATED: 401,
+  TOKEN_EXPIRED: 401,
+  FORBIDDEN: 403,
+  TOKEN_PROJECT_MISMATCH: 403,
+  PROJECT_TOKEN_NOT_ALLOWED: 403,
+  SERVICE_KEY_NOT_ALLOWED: 403,
+  NOT_A_MEMBER: 403,
+  NOT_FOUND: 404,
+  PROJECT_NOT_FOUND: 404,
+  CONFLICT: 409,
+  SLUG_TAKEN: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  INTERNAL: 500,
+};
+
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.status = STATUS[code];
+  }
+}
+
+export const apiError = (code: ErrorCode, message: string, details?: Record<string, unknown>) =>
+  new ApiError(code, message, details);

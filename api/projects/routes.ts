@@ -1,0 +1,56 @@
+import type { FastifyInstance } from "fastify";
+import { CreateProjectBody } from "../../protocol/project.ts";
+import { MintProjectTokenBody } from "../../protocol/token.ts";
+import type { AccountStore } from "../accounts/store.ts";
+import { actingUserId } from "../auth/authenticate.ts";
+import type { TokenStore } from "../auth/token-store.ts";
+import { apiError } from "../errors.ts";
+import { parseInput } from "../http/validate.ts";
+import { type ProjectStore, slugify } from "./store.ts";
+
+export type ProjectRouteDeps = { accounts: AccountStore; projects: ProjectStore; tokens: TokenStore };
+
+export function projectRoutes(deps: ProjectRouteDeps) {
+  return async (app: FastifyInstance) => {
+    app.get("/v1/projects", { config: { auth: "principal" } }, async (req) => {
+      const principal = req.principal!;
+      if (principal.kind === "project") {
+        const own = await deps.projects.byId(principal.projectId);
+        return { projects: own ? [own] : [] };
+      }
+      const accounts = await deps.accounts.accounts(actingUserId(principal));
+      return { projects: await deps.projects.listForAccounts(accounts.map((a) => a.id)) };
+    });
+
+    app.post("/v1/projects", { config: { auth: "account" } }, async (req, reply) => {
+      const body = parseInput(CreateProjectBody, req.body, "body");
+      const userId = actingUserId(req.principal!);
+      const accounts = await deps.accounts.accounts(userId);
+      const account = body.account_id ? accounts.find((a) => a.id === body.account_id) : accounts[0];
+      if (!account) throw apiError("NOT_A_MEMBER", "you are not a member of that account", { field: "account_id" });
+      const project = await deps.projects.create({
+        accountId: account.id,
+        name: body.name,
+        slug: body.slug ?? slugify(body.name),
+        repoKind: body.repo_url ? "external" : "managed",
+        repoUrl: body.repo_url ?? null,
+        defaultBranch: body.default_branch ?? "main",
+        createdBy: userId,
+      });
+      return reply.code(201).send(project);
+    });
+
+    app.get("/v1/projects/:projectId", async (req) => req.project);
+
+    app.post("/v1/projects/:projectId/cli-token", async (req, reply) => {
+      const body = parseInput(MintProjectTokenBody, req.body ?? {}, "body");
+      const minted = await deps.tokens.mint({
+        userId: actingUserId(req.principal!),
+        projectId: req.project!.id,
+        name: body.name ?? "cli",
+        expiresInDays: body.expires_in_days,
+      });
+      return reply.code(201).send(minted);
+    });
+  };
+}

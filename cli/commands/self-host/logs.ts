@@ -1,0 +1,43 @@
+import { watch } from "node:fs";
+import { open, stat } from "node:fs/promises";
+import { CliError } from "../../errors.ts";
+import { printLine } from "../../output.ts";
+import { tailFile } from "../../self-host/process.ts";
+import { selfHostPaths } from "../../self-host/state.ts";
+
+/** The embedded stack runs one service; the compose stack will add more. */
+const SERVICES = ["api"] as const;
+
+export type LogsOptions = { follow?: boolean; lines: number };
+
+async function follow(path: string, from: number): Promise<never> {
+  let offset = from;
+  const handle = await open(path, "r");
+  const pump = async () => {
+    const { size } = await stat(path);
+    if (size < offset) offset = 0;
+    if (size === offset) return;
+    const buf = Buffer.alloc(size - offset);
+    await handle.read(buf, 0, buf.length, offset);
+    offset = size;
+    process.stdout.write(buf);
+  };
+  watch(path, () => void pump());
+  return new Promise<never>(() => {});
+}
+
+export async function selfHostLogs(service: string | undefined, options: LogsOptions): Promise<void> {
+  const name = service ?? "api";
+  if (!(SERVICES as readonly string[]).includes(name)) {
+    throw new CliError(`unknown service '${name}'; services: ${SERVICES.join(", ")}`);
+  }
+  const paths = selfHostPaths();
+  const size = await stat(paths.apiLog).then(
+    (s) => s.size,
+    () => undefined,
+  );
+  if (size === undefined) throw new CliError(`no logs yet at ${paths.apiLog}; run 'svc self-host start' first`);
+  const text = tailFile(paths.apiLog, options.lines);
+  if (text) printLine(text);
+  if (options.follow) await follow(paths.apiLog, size);
+}

@@ -1,0 +1,25 @@
+import { info } from "../../output.ts";
+import { sleep } from "../../self-host/health.ts";
+import { clearPid, isAlive, readPid } from "../../self-host/process.ts";
+import { selfHostPaths } from "../../self-host/state.ts";
+
+const GRACE_MS = 15_000;
+
+export async function stopSelfHost(): Promise<void> {
+  const paths = selfHostPaths();
+  const pid = readPid(paths);
+  if (!pid || !isAlive(pid)) {
+    clearPid(paths);
+    info("svc self-host is not running");
+    return;
+  }
+  process.kill(pid, "SIGTERM");
+  const deadline = Date.now() + GRACE_MS;
+  while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+  if (isAlive(pid)) {
+    process.kill(pid, "SIGKILL");
+    while (isAlive(pid)) await sleep(50);
+  }
+  clearPid(paths);
+  info(`✓ svc self-host stopped (pid ${pid})`);
+}

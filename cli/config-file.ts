@@ -1,0 +1,46 @@
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { CliConfig } from "../protocol/host.ts";
+import { CliError } from "./errors.ts";
+
+export function configPath(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.SVC_CONFIG_FILE) return env.SVC_CONFIG_FILE;
+  const base = env.XDG_CONFIG_HOME || join(homedir(), ".config");
+  return join(base, "svc", "config.json");
+}
+
+export function readConfig(path = configPath()): CliConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return CliConfig.parse({});
+    throw new CliError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new CliError(`${path} is not valid JSON; fix or delete it`);
+  }
+  const config = CliConfig.safeParse(parsed);
+  if (!config.success) throw new CliError(`${path} is not a valid svc config: ${config.error.issues[0]?.message}`);
+  return config.data;
+}
+
+/** Writes atomically at mode 0600 in a 0700 directory: the file holds tokens. */
+export function writeConfig(config: CliConfig, path = configPath()): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(tmp, 0o600);
+  renameSync(tmp, path);
+}
+
+export function updateConfig(change: (config: CliConfig) => void, path = configPath()): CliConfig {
+  const config = readConfig(path);
+  change(config);
+  writeConfig(config, path);
+  return config;
+}

@@ -1,0 +1,36 @@
+import type { CliConfig, Host } from "../protocol/host.ts";
+
+/** Hosts every installation knows; users add their own next to them. */
+export const BUILTIN_HOSTS: Record<string, string> = {
+  cloud: "https://api.svc.dev",
+  selfhost: "http://127.0.0.1:7700",
+  "local-dev": "http://127.0.0.1:3000",
+  "svc-internal-dev": "https://api.internal-dev.svc.dev",
+};
+
+/** Host URLs are stored as origins; the API base is the origin plus `/v1`. */
+export function normalizeHostUrl(url: string): string {
+  return url.replace(/\/+$/, "").replace(/\/v1$/, "");
+}
+
+export function apiBase(hostUrl: string): string {
+  return `${normalizeHostUrl(hostUrl)}/v1`;
+}
+
+export function listHosts(config: CliConfig): Host[] {
+  const names = new Set([...Object.keys(BUILTIN_HOSTS), ...Object.keys(config.hosts)]);
+  return [...names].map((name) => ({
+    name,
+    url: config.hosts[name]?.url ?? BUILTIN_HOSTS[name]!,
+    active: name === config.active_host,
+    builtin: name in BUILTIN_HOSTS,
+    logged_in: Boolean(config.hosts[name]?.token),
+  }));
+}
+
+export function findHost(config: CliConfig, name: string): { url: string; token?: string } | undefined {
+  const stored = config.hosts[name];
+  if (stored) return stored;
+  const builtin = BUILTIN_HOSTS[name];
+  return builtin ? { url: builtin } : undefined;
+}

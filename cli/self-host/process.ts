@@ -1,0 +1,64 @@
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { packageRoot } from "../package-root.ts";
+import type { SelfHostPaths } from "./state.ts";
+
+const ROOT = packageRoot();
+
+/** The API entry point: the bundle when built, the source through tsx otherwise. */
+function apiCommand(): string[] {
+  const bundle = join(ROOT, "dist", "api.mjs");
+  if (process.env.SVC_FROM_SOURCE !== "1" && existsSync(bundle)) return [bundle];
+  return ["--import", "tsx", join(ROOT, "api", "main.ts")];
+}
+
+export function readPid(paths: SelfHostPaths): number | undefined {
+  try {
+    const pid = Number(readFileSync(paths.pid, "utf8").trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+export function clearPid(paths: SelfHostPaths): void {
+  rmSync(paths.pid, { force: true });
+}
+
+/** Starts the API detached from this process, logging to `logs/api.log`; returns its pid. */
+export function spawnApi(paths: SelfHostPaths, env: Record<string, string>): number {
+  mkdirSync(paths.logs, { recursive: true, mode: 0o700 });
+  mkdirSync(dirname(paths.pid), { recursive: true, mode: 0o700 });
+  const log = openSync(paths.apiLog, "a", 0o600);
+  const child = spawn(process.execPath, apiCommand(), {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", log, log],
+    env: { ...process.env, ...env },
+  });
+  closeSync(log);
+  child.unref();
+  if (!child.pid) throw new Error("could not start the API process");
+  writeFileSync(paths.pid, `${child.pid}\n`, { mode: 0o600 });
+  return child.pid;
+}
+
+export function tailFile(path: string, lines: number): string {
+  try {
+    const all = readFileSync(path, "utf8").split("\n");
+    if (all.at(-1) === "") all.pop();
+    return all.slice(-lines).join("\n");
+  } catch {
+    return "";
+  }
+}

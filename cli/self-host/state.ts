@@ -1,0 +1,68 @@
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { TOKEN_PREFIX } from "../../protocol/token.ts";
+import { CliError } from "../errors.ts";
+
+export const DEFAULT_PORT = 7700;
+
+/** `$SVC_HOME/selfhost.json`: the stack's own settings. Secrets here never go into the database. */
+const SelfHostState = z.object({
+  port: z.number().int().min(1).max(65535).default(DEFAULT_PORT),
+  admin_token: z.string().startsWith(TOKEN_PREFIX),
+  /** Key for secrets at rest (AES-256-GCM), base64. */
+  secrets_key: z.string().min(40),
+  /** Values set with `svc self-host env set`, passed to the stack at start. */
+  env: z.record(z.string(), z.string()).default({}),
+});
+export type SelfHostState = z.infer<typeof SelfHostState>;
+
+export type SelfHostPaths = { home: string; state: string; pid: string; logs: string; apiLog: string };
+
+export function selfHostPaths(env: NodeJS.ProcessEnv = process.env): SelfHostPaths {
+  const home = env.SVC_HOME || join(homedir(), ".svc");
+  return {
+    home,
+    state: join(home, "selfhost.json"),
+    pid: join(home, "run", "api.pid"),
+    logs: join(home, "logs"),
+    apiLog: join(home, "logs", "api.log"),
+  };
+}
+
+export function readState(paths: SelfHostPaths): SelfHostState | undefined {
+  let text: string;
+  try {
+    text = readFileSync(paths.state, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+  const parsed = SelfHostState.safeParse(JSON.parse(text));
+  if (!parsed.success) throw new CliError(`${paths.state} is damaged: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
+}
+
+export function writeState(paths: SelfHostPaths, state: SelfHostState): void {
+  mkdirSync(paths.home, { recursive: true, mode: 0o700 });
+  const tmp = `${paths.state}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(tmp, 0o600);
+  renameSync(tmp, paths.state);
+}
+
+/** Reads the state, creating it (fresh admin token and secrets key) on first use. */
+export function ensureState(paths: SelfHostPaths): SelfHostState {
+  const existing = readState(paths);
+  if (existing) return existing;
+  const state: SelfHostState = {
+    port: DEFAULT_PORT,
+    admin_token: TOKEN_PREFIX + randomBytes(32).toString("base64url"),
+    secrets_key: randomBytes(32).toString("base64"),
+    env: {},
+  };
+  writeState(paths, state);
+  return state;
+}

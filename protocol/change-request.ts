@@ -1,0 +1,98 @@
+import { z } from "zod";
+import { BranchName } from "./project.ts";
+
+export const ChangeRequestStatus = z.enum(["open", "merged", "closed"]);
+export type ChangeRequestStatus = z.infer<typeof ChangeRequestStatus>;
+
+export const ChangeRequest = z.object({
+  cr_id: z.uuid(),
+  account_id: z.uuid(),
+  project_id: z.uuid(),
+  number: z.number().int().positive(),
+  title: z.string().min(1),
+  description: z.string(),
+  base_ref: z.string(),
+  head_ref: z.string(),
+  status: ChangeRequestStatus,
+  head_commit_sha: z.string().nullable(),
+  base_commit_sha: z.string().nullable(),
+  origin_session_id: z.string().nullable(),
+  created_by: z.uuid(),
+  merged_at: z.string().nullable(),
+  merged_by: z.uuid().nullable(),
+  merge_commit_sha: z.string().nullable(),
+  closed_at: z.string().nullable(),
+  closed_by: z.uuid().nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type ChangeRequest = z.infer<typeof ChangeRequest>;
+
+export const ChangeRequestEnvelope = z.object({ change_request: ChangeRequest });
+export type ChangeRequestEnvelope = z.infer<typeof ChangeRequestEnvelope>;
+
+export const ChangeRequestList = z.object({ change_requests: z.array(ChangeRequest) });
+export type ChangeRequestList = z.infer<typeof ChangeRequestList>;
+
+export const ListChangeRequestsQuery = z
+  .object({ status: z.enum(["open", "merged", "closed", "all"]).default("all") })
+  .strict();
+export type ListChangeRequestsQuery = z.infer<typeof ListChangeRequestsQuery>;
+
+export const CreateChangeRequestBody = z
+  .object({
+    title: z.string().trim().min(1, "title must not be empty").max(500),
+    description: z.string().max(100_000).optional(),
+    head_ref: BranchName,
+    base_ref: BranchName.optional(),
+    session_id: z.string().max(200).optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+export type CreateChangeRequestBody = z.infer<typeof CreateChangeRequestBody>;
+
+export const UpdateChangeRequestBody = z
+  .object({
+    title: z.string().trim().min(1, "title must not be empty").max(500).optional(),
+    description: z.string().max(100_000).optional(),
+  })
+  .strict()
+  .refine((b) => b.title !== undefined || b.description !== undefined, "give title and/or description");
+export type UpdateChangeRequestBody = z.infer<typeof UpdateChangeRequestBody>;
+
+export const MergeChangeRequestBody = z.object({ message: z.string().trim().min(1).max(10_000).optional() }).strict();
+export type MergeChangeRequestBody = z.infer<typeof MergeChangeRequestBody>;
+
+export const MergePreview = z.object({
+  base_sha: z.string(),
+  head_sha: z.string(),
+  merge_base: z.string().nullable(),
+  is_up_to_date: z.boolean(),
+  can_merge: z.boolean(),
+  can_fast_forward: z.boolean(),
+  conflicts: z.array(z.string()),
+});
+export type MergePreview = z.infer<typeof MergePreview>;
+
+export const DiffFileStatus = z.enum(["added", "modified", "deleted"]);
+export type DiffFileStatus = z.infer<typeof DiffFileStatus>;
+
+export const DiffFile = z.object({
+  path: z.string(),
+  /** Set when git detected a rename; the file is then reported as `modified` under its new path. */
+  old_path: z.string().nullable(),
+  status: DiffFileStatus,
+  additions: z.number().int().nonnegative(),
+  deletions: z.number().int().nonnegative(),
+  binary: z.boolean(),
+});
+export type DiffFile = z.infer<typeof DiffFile>;
+
+export const Diff = z.object({
+  base_sha: z.string(),
+  head_sha: z.string(),
+  patch: z.string(),
+  files: z.array(DiffFile),
+});
+export type Diff = z.infer<typeof Diff>;

@@ -1,0 +1,48 @@
+/** Environment variables injected into every session sandbox (SPEC "Environment variables"). */
+export const SandboxEnv = {
+  projectId: "SVC_PROJECT_ID",
+  sessionId: "SVC_SESSION_ID",
+  branchName: "SVC_BRANCH_NAME",
+  repoUrl: "SVC_REPO_URL",
+  defaultBranch: "SVC_DEFAULT_BRANCH",
+  baseRef: "SVC_BASE_REF",
+  servicePort: "SVC_SERVICE_PORT",
+  apiUrl: "SVC_API_URL",
+  agentName: "SVC_AGENT_NAME",
+  agentModel: "SVC_AGENT_MODEL",
+  initialPrompt: "SVC_INITIAL_PROMPT",
+  autoClone: "SVC_PROJECT_AUTO_CLONE",
+  secretNames: "SVC_PROJECT_SECRET_NAMES",
+  secretsRevision: "SVC_PROJECT_SECRETS_REVISION",
+  serviceKey: "SVC_TOKEN",
+  cliToken: "SVC_CLI_TOKEN",
+  executorToken: "SVC_EXECUTOR_TOKEN",
+  bootstrapAgentSession: "SVC_BOOTSTRAP_AGENT_SESSION",
+  llmApiKey: "SVC_LLM_API_KEY",
+  llmBaseUrl: "SVC_LLM_BASE_URL",
+  gatewayApiKey: "SVC_GW_API_KEY",
+  gatewayUrl: "SVC_GW_URL",
+} as const;
+
+/** Variables the CLI reads (SPEC "Read by the CLI"), plus SVC_HOME for the self-host stack. */
+export const CliEnv = {
+  cliToken: "SVC_CLI_TOKEN",
+  executorToken: "SVC_EXECUTOR_TOKEN",
+  apiUrl: "SVC_API_URL",
+  projectId: "SVC_PROJECT_ID",
+  configFile: "SVC_CONFIG_FILE",
+  dashboardUrl: "SVC_DASHBOARD_URL",
+  home: "SVC_HOME",
+  branchName: "SVC_BRANCH_NAME",
+  headRef: "SVC_HEAD_REF",
+  sessionId: "SVC_SESSION_ID",
+} as const;
+
+/** The platform reserves this prefix: secrets may not use it. */
+export const RESERVED_ENV_PREFIX = "SVC_";
+
+export const SANDBOX_SERVICE_PORT = 8000;
+export const AGENT_RUNTIME_PORT = 4096;
+export const SANDBOX_WORKSPACE = "/workspace";
+export const AGENT_HOME = "/opt/svc/home";
+export const DEFAULT_PREVIEW_PORT = 3000;

@@ -1,0 +1,32 @@
+import { z } from "zod";
+
+/** Stable machine-readable codes; the HTTP status of each lives with the API's error catalogue. */
+export const ErrorCode = z.enum([
+  "BAD_REQUEST",
+  "VALIDATION_FAILED",
+  "UNAUTHENTICATED",
+  "TOKEN_EXPIRED",
+  "FORBIDDEN",
+  "TOKEN_PROJECT_MISMATCH",
+  "PROJECT_TOKEN_NOT_ALLOWED",
+  "SERVICE_KEY_NOT_ALLOWED",
+  "NOT_A_MEMBER",
+  "NOT_FOUND",
+  "PROJECT_NOT_FOUND",
+  "CONFLICT",
+  "SLUG_TAKEN",
+  "PAYLOAD_TOO_LARGE",
+  "UNSUPPORTED_MEDIA_TYPE",
+  "INTERNAL",
+]);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+/** Every non-2xx JSON body the API sends. Extra keys carry details (e.g. `field`, `limit`). */
+export const ErrorBody = z
+  .object({
+    error: z.string(),
+    code: z.string(),
+    field: z.string().optional(),
+  })
+  .loose();
+export type ErrorBody = z.infer<typeof ErrorBody>;

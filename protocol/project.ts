@@ -1,0 +1,60 @@
+import { z } from "zod";
+
+export const RepoKind = z.enum(["managed", "external"]);
+export type RepoKind = z.infer<typeof RepoKind>;
+
+export const Slug = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/, "lowercase letters, digits and inner dashes only");
+
+/** The rules of `git check-ref-format --branch`, checked without spawning git. */
+export function isValidBranchName(name: string): boolean {
+  if (name === "@" || name.startsWith("-") || name.startsWith("/") || name.endsWith("/") || name.endsWith("."))
+    return false;
+  if (
+    name.endsWith(".lock") ||
+    name.includes("..") ||
+    name.includes("//") ||
+    name.includes("@{") ||
+    name.includes("/.")
+  ) {
+    return false;
+  }
+  if (name.startsWith(".")) return false;
+  for (const ch of name) {
+    const code = ch.charCodeAt(0);
+    if (code < 0x20 || code === 0x7f || " ~^:?*[\\".includes(ch)) return false;
+  }
+  return true;
+}
+
+export const BranchName = z.string().min(1).max(255).refine(isValidBranchName, "not a valid branch name");
+
+export const Project = z.object({
+  id: z.uuid(),
+  account_id: z.uuid(),
+  slug: Slug,
+  name: z.string(),
+  repo_kind: RepoKind,
+  repo_url: z.string().nullable(),
+  default_branch: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type Project = z.infer<typeof Project>;
+
+export const CreateProjectBody = z
+  .object({
+    name: z.string().trim().min(1).max(200),
+    slug: Slug.optional(),
+    account_id: z.uuid().optional(),
+    repo_url: z.string().trim().min(1).max(2000).optional(),
+    default_branch: BranchName.optional(),
+  })
+  .strict();
+export type CreateProjectBody = z.infer<typeof CreateProjectBody>;
+
+export const ProjectList = z.object({ projects: z.array(Project) });
+export type ProjectList = z.infer<typeof ProjectList>;

@@ -1,0 +1,39 @@
+import { z } from "zod";
+
+export const TOKEN_PREFIX = "svc_pat_";
+export const SERVICE_KEY_PREFIX = "svc_sk_";
+export const CLONE_CREDENTIAL_PREFIX = "svc_git_";
+
+export const TokenKind = z.enum(["user", "project"]);
+export type TokenKind = z.infer<typeof TokenKind>;
+
+/** A token as listed: never carries the secret. */
+export const Token = z.object({
+  id: z.uuid(),
+  kind: TokenKind,
+  name: z.string(),
+  user_id: z.uuid(),
+  project_id: z.uuid().nullable(),
+  prefix: z.string(),
+  expires_at: z.string().nullable(),
+  last_used_at: z.string().nullable(),
+  created_at: z.string(),
+});
+export type Token = z.infer<typeof Token>;
+
+/** The one response that carries a token's secret: the answer to minting it. */
+export const MintedToken = Token.extend({ token: z.string().startsWith(TOKEN_PREFIX) });
+export type MintedToken = z.infer<typeof MintedToken>;
+
+const expiresInDays = z.number().int().min(1).max(3650);
+
+export const MintUserTokenBody = z
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    expires_in_days: expiresInDays.optional(),
+  })
+  .strict();
+export type MintUserTokenBody = z.infer<typeof MintUserTokenBody>;
+
+export const MintProjectTokenBody = MintUserTokenBody;
+export type MintProjectTokenBody = z.infer<typeof MintProjectTokenBody>;
