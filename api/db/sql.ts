@@ -27,7 +27,7 @@ export async function openSql(options: SqlOptions): Promise<Sql> {
 type PgliteTx = Pick<PGlite, "query" | "exec">;
 
 async function openPglite(dir: string): Promise<Sql> {
-  mkdirSync(dir, { recursive: true });
+  if (!dir.startsWith("memory://")) mkdirSync(dir, { recursive: true });
   const db = await PGlite.create(dir);
   const wrap = (conn: PgliteTx, inTx: boolean): Sql => ({
     kind: "pglite",

@@ -1,0 +1,52 @@
+import type { AddressInfo } from "node:net";
+import { buildApp, type Services } from "../../api/app.ts";
+import type { Sql } from "../../api/db/sql.ts";
+
+export type TestApi = { url: string; services: Services; close(): Promise<void> };
+
+/** The real API on an ephemeral loopback port. */
+export async function startApi(sql: Sql, options: { bodyLimit?: number } = {}): Promise<TestApi> {
+  const { app, services } = await buildApp({ sql, logLevel: "silent", bodyLimit: options.bodyLimit });
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  const { port } = app.server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, services, close: () => app.close() };
+}
+
+let counter = 0;
+
+/** A user with an account of their own and a user token. */
+export async function seedUser(services: Services, label = "user") {
+  counter += 1;
+  const slug = `${label}-${counter}-${process.pid}`;
+  const { userId, accountId } = await services.accounts.createUserWithAccount({
+    email: `${slug}@example.test`,
+    name: label,
+    accountSlug: slug,
+  });
+  const { token } = await services.tokens.mint({ userId, name: "test" });
+  return { userId, accountId, token };
+}
+
+export type Reply = { status: number; body: any; headers: Headers };
+
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(base + path, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {}
+  return { status: res.status, body: parsed, headers: res.headers };
+}

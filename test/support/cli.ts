@@ -1,0 +1,50 @@
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+
+const BIN = new URL("../../bin/svc.js", import.meta.url).pathname;
+
+export type CliEnv = Record<string, string | undefined>;
+
+/** A sandboxed home for the CLI: its own SVC_HOME and config file, nothing inherited from the developer. */
+export function cliHome(): { dir: string; env: CliEnv } {
+  const dir = mkdtempSync(join(tmpdir(), "svc-cli-"));
+  return {
+    dir,
+    env: {
+      SVC_HOME: join(dir, "svc-home"),
+      SVC_CONFIG_FILE: join(dir, "config", "config.json"),
+      SVC_CLI_TOKEN: undefined,
+      SVC_EXECUTOR_TOKEN: undefined,
+      SVC_API_URL: undefined,
+      SVC_PROJECT_ID: undefined,
+      NO_COLOR: "1",
+    },
+  };
+}
+
+/** Runs the real `svc` binary as a user would; never throws on a non-zero exit. */
+export async function svc(args: string[], options: { env?: CliEnv; cwd?: string; input?: string } = {}) {
+  const result = await execa(process.execPath, [BIN, ...args], {
+    env: options.env,
+    extendEnv: true,
+    cwd: options.cwd,
+    input: options.input,
+    reject: false,
+    timeout: 120_000,
+  });
+  return { code: result.exitCode ?? -1, stdout: result.stdout, stderr: result.stderr };
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on("error", reject);
+  });
+}
