@@ -8,6 +8,8 @@ const Env = z.object({
   // Sandboxes reach the API over the Docker bridge, so the default listens beyond loopback.
   SVC_LISTEN_HOST: z.string().min(1).default("0.0.0.0"),
   DATABASE_URL: z.string().url().optional(),
+  /** Origin users and git clients reach the API at; default http://127.0.0.1:<port>. */
+  SVC_PUBLIC_URL: z.string().url().optional(),
   /** SHA-256 of the admin token the self-host CLI generated; the admin user is created or re-keyed with it. */
   SVC_BOOTSTRAP_TOKEN_HASH: z
     .string()
@@ -27,6 +29,8 @@ export type ApiConfig = {
   host: string;
   databaseUrl: string | undefined;
   pgliteDir: string;
+  dataDir: string;
+  publicUrl: string;
   bootstrapTokenHash: string | undefined;
   bodyLimit: number;
   logLevel: z.infer<typeof Env>["SVC_LOG_LEVEL"];
@@ -46,6 +50,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     host: e.SVC_LISTEN_HOST,
     databaseUrl: e.DATABASE_URL,
     pgliteDir: join(e.SVC_HOME, "data", "pglite"),
+    dataDir: join(e.SVC_HOME, "data"),
+    publicUrl: e.SVC_PUBLIC_URL ?? `http://127.0.0.1:${e.SVC_PORT}`,
     bootstrapTokenHash: e.SVC_BOOTSTRAP_TOKEN_HASH,
     bodyLimit: e.SVC_BODY_LIMIT_BYTES,
     logLevel: e.SVC_LOG_LEVEL,

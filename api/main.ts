@@ -7,7 +7,13 @@ import { openSql } from "./db/sql.ts";
 const config = loadConfig();
 const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir });
 await migrate(sql);
-const { app, services } = await buildApp({ sql, bodyLimit: config.bodyLimit, logLevel: config.logLevel });
+const { app, services } = await buildApp({
+  sql,
+  dataDir: config.dataDir,
+  publicUrl: config.publicUrl,
+  bodyLimit: config.bodyLimit,
+  logLevel: config.logLevel,
+});
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 
 let stopping = false;

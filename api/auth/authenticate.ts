@@ -52,7 +52,7 @@ function bearer(req: FastifyRequest): string {
   return match[1]!;
 }
 
-async function resolvePrincipal(deps: AuthDeps, secret: string): Promise<Principal> {
+export async function resolvePrincipal(deps: AuthDeps, secret: string): Promise<Principal> {
   if (secret.startsWith(SERVICE_KEY_PREFIX)) {
     const [row] = await deps.sql.query<{ sandbox_id: string; session_id: string; project_id: string }>(
       "select sandbox_id, session_id, project_id from session_sandboxes where service_key_hash = $1 and status in ('provisioning', 'active')",
@@ -72,7 +72,7 @@ async function resolvePrincipal(deps: AuthDeps, secret: string): Promise<Princip
 }
 
 /** Loads the project named in the path and checks that the principal may write to it. */
-async function authorizeProject(
+export async function authorizeProject(
   deps: AuthDeps,
   principal: Principal,
   ref: string,

@@ -4,11 +4,12 @@ import { MintProjectTokenBody } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { actingUserId } from "../auth/authenticate.ts";
 import type { TokenStore } from "../auth/token-store.ts";
+import type { Repositories } from "../git/repositories.ts";
 import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import { type ProjectStore, slugify } from "./store.ts";
 
-export type ProjectRouteDeps = { accounts: AccountStore; projects: ProjectStore; tokens: TokenStore };
+export type ProjectRouteDeps = { accounts: AccountStore; projects: ProjectStore; tokens: TokenStore; repos: Repositories };
 
 export function projectRoutes(deps: ProjectRouteDeps) {
   return async (app: FastifyInstance) => {
@@ -37,6 +38,15 @@ export function projectRoutes(deps: ProjectRouteDeps) {
         defaultBranch: body.default_branch ?? "main",
         createdBy: userId,
       });
+      if (project.repo_kind === "managed") {
+        try {
+          await deps.repos.initManaged(project.id, project.default_branch);
+        } catch (err) {
+          // No project without its repository.
+          await deps.projects.remove(project.id);
+          throw err;
+        }
+      }
       return reply.code(201).send(project);
     });
 

@@ -10,9 +10,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const isUuid = (s: string) => UUID.test(s);
 
-function toProject(row: ProjectRow): Project {
-  return { ...row, created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
-}
+/** Managed repositories have no stored URL: theirs is the API's own git endpoint, wherever it is served. */
+export type CloneUrlOf = (projectId: string) => string;
 
 /** A slug derived from a display name: what a user would type. */
 export function slugify(name: string): string {
@@ -36,7 +35,14 @@ export type NewProject = {
   createdBy: string;
 };
 
-export function createProjectStore(sql: Sql) {
+export function createProjectStore(sql: Sql, cloneUrlOf: CloneUrlOf) {
+  const toProject = (row: ProjectRow): Project => ({
+    ...row,
+    repo_url: row.repo_kind === "managed" ? cloneUrlOf(row.id) : row.repo_url,
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  });
+
   return {
     async byId(id: string): Promise<Project | undefined> {
       if (!isUuid(id)) return undefined;
@@ -59,6 +65,10 @@ export function createProjectStore(sql: Sql) {
         [accountIds],
       );
       return rows.map(toProject);
+    },
+
+    async remove(id: string): Promise<void> {
+      await sql.query("delete from projects where id = $1", [id]);
     },
 
     async create(p: NewProject): Promise<Project> {

@@ -1,15 +1,26 @@
+import { mkdtempSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { buildApp, type Services } from "../../api/app.ts";
 import type { Sql } from "../../api/db/sql.ts";
 
-export type TestApi = { url: string; services: Services; close(): Promise<void> };
+export type TestApi = { url: string; dataDir: string; services: Services; close(): Promise<void> };
 
-/** The real API on an ephemeral loopback port. */
+/** The real API on an ephemeral loopback port, with its repositories in a fresh temporary directory. */
 export async function startApi(sql: Sql, options: { bodyLimit?: number } = {}): Promise<TestApi> {
-  const { app, services } = await buildApp({ sql, logLevel: "silent", bodyLimit: options.bodyLimit });
+  let url = "";
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-api-"));
+  const { app, services } = await buildApp({
+    sql,
+    dataDir,
+    publicUrl: () => url,
+    logLevel: "silent",
+    bodyLimit: options.bodyLimit,
+  });
   await app.listen({ port: 0, host: "127.0.0.1" });
-  const { port } = app.server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, services, close: () => app.close() };
+  url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return { url, dataDir, services, close: () => app.close() };
 }
 
 let counter = 0;

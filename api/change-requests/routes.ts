@@ -1,0 +1,69 @@
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import {
+  CreateChangeRequestBody,
+  ListChangeRequestsQuery,
+  MergeChangeRequestBody,
+  UpdateChangeRequestBody,
+} from "../../protocol/change-request.ts";
+import { actingUserId } from "../auth/authenticate.ts";
+import { parseInput } from "../http/validate.ts";
+import type { ChangeRequestService } from "./service.ts";
+
+const BASE = "/v1/projects/:projectId/change-requests";
+const CrParams = z.object({ projectId: z.string(), crId: z.string().min(1).max(64) });
+const EmptyBody = z.object({}).strict().optional();
+
+export function changeRequestRoutes(deps: { changeRequests: ChangeRequestService }) {
+  const crs = deps.changeRequests;
+  return async (app: FastifyInstance) => {
+    app.get(BASE, async (req) => {
+      const query = parseInput(ListChangeRequestsQuery, req.query, "query");
+      return { change_requests: await crs.list(req.project!, query) };
+    });
+
+    app.post(BASE, async (req, reply) => {
+      const body = parseInput(CreateChangeRequestBody, req.body, "body");
+      return reply.code(201).send(await crs.create(req.project!, body, actingUserId(req.principal!)));
+    });
+
+    app.get(`${BASE}/:crId`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      return { change_request: await crs.get(req.project!, crId) };
+    });
+
+    app.patch(`${BASE}/:crId`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      const body = parseInput(UpdateChangeRequestBody, req.body, "body");
+      return crs.edit(req.project!, crId, body.title, body.description);
+    });
+
+    app.get(`${BASE}/:crId/diff`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      return crs.diff(req.project!, crId);
+    });
+
+    app.get(`${BASE}/:crId/merge-preview`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      return crs.preview(req.project!, crId);
+    });
+
+    app.post(`${BASE}/:crId/merge`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      const body = parseInput(MergeChangeRequestBody, req.body ?? {}, "body");
+      return crs.merge(req.project!, crId, actingUserId(req.principal!), body.message);
+    });
+
+    app.post(`${BASE}/:crId/close`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      parseInput(EmptyBody, req.body, "body");
+      return crs.close(req.project!, crId, actingUserId(req.principal!));
+    });
+
+    app.post(`${BASE}/:crId/reopen`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      parseInput(EmptyBody, req.body, "body");
+      return crs.reopen(req.project!, crId);
+    });
+  };
+}

@@ -1,0 +1,93 @@
+import { spawn } from "node:child_process";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Readable } from "node:stream";
+import { BASE_ENV } from "./run.ts";
+
+export type CgiRequest = {
+  method: string;
+  /** `/<repo>.git/<service path>`, already validated. */
+  pathInfo: string;
+  query: string;
+  headers: IncomingMessage["headers"];
+  body: Readable | undefined;
+  remoteUser: string;
+  remoteAddr: string;
+};
+
+const HEADER_END = Buffer.from("\r\n\r\n");
+const HEADER_END_LF = Buffer.from("\n\n");
+
+/**
+ * Serves one smart-HTTP request with `git http-backend` (CGI): the request body streams into it, its answer
+ * streams back, so packs of any size pass without being buffered.
+ */
+export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record<string, string>): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn("git", ["http-backend"], {
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        ...BASE_ENV,
+        ...env,
+        GIT_HTTP_EXPORT_ALL: "1",
+        REQUEST_METHOD: req.method,
+        PATH_INFO: req.pathInfo,
+        QUERY_STRING: req.query,
+        REMOTE_USER: req.remoteUser,
+        REMOTE_ADDR: req.remoteAddr,
+        CONTENT_TYPE: req.headers["content-type"] ?? "",
+        ...(req.headers["content-length"] ? { CONTENT_LENGTH: req.headers["content-length"] } : {}),
+        ...(req.headers["content-encoding"] ? { HTTP_CONTENT_ENCODING: req.headers["content-encoding"] } : {}),
+        ...(req.headers["git-protocol"] ? { GIT_PROTOCOL: String(req.headers["git-protocol"]) } : {}),
+      },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let head = Buffer.alloc(0);
+    let headersSent = false;
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+
+    child.stdout.on("data", (chunk: Buffer) => {
+      if (headersSent) {
+        res.write(chunk);
+        return;
+      }
+      head = Buffer.concat([head, chunk]);
+      let end = head.indexOf(HEADER_END);
+      let sep = HEADER_END.length;
+      if (end < 0) {
+        end = head.indexOf(HEADER_END_LF);
+        sep = HEADER_END_LF.length;
+      }
+      if (end < 0) return;
+      let status = 200;
+      for (const line of head.subarray(0, end).toString("latin1").split(/\r?\n/)) {
+        const colon = line.indexOf(":");
+        if (colon <= 0) continue;
+        const name = line.slice(0, colon).trim();
+        const value = line.slice(colon + 1).trim();
+        if (name.toLowerCase() === "status") status = Number.parseInt(value, 10) || 500;
+        else res.setHeader(name, value);
+      }
+      res.writeHead(status);
+      headersSent = true;
+      res.write(head.subarray(end + sep));
+    });
+
+    child.on("close", (code) => {
+      if (!headersSent) {
+        res.writeHead(500, { "content-type": "text/plain" });
+        res.write(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? code}\n`);
+      }
+      res.end();
+      resolve(code ?? -1);
+    });
+    child.stdin.on("error", () => {});
+    if (req.body) req.body.pipe(child.stdin);
+    else child.stdin.end();
+    res.on("close", () => {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    });
+  });
+}

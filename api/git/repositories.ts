@@ -1,0 +1,151 @@
+import { mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Project } from "../../protocol/project.ts";
+import { type BranchTips, createTipsCache } from "./refs.ts";
+import { GitError, git } from "./run.ts";
+
+/** Transports an external repository URL may use: never `ext::` (runs commands) or other helpers. */
+const PROTOCOL_ENV = { GIT_ALLOW_PROTOCOL: "file:git:http:https:ssh" };
+const ZERO_SHA = "0000000000000000000000000000000000000000";
+
+export class RepoUnavailableError extends Error {}
+
+type RepoRef = Pick<Project, "id" | "repo_kind" | "repo_url">;
+
+export type RepositoriesOptions = {
+  /** Where bare repositories (managed) and mirrors (external) live. */
+  dataDir: string;
+  /** Branch tips are re-read at most this often unless a write through this module invalidated them. */
+  tipsTtlMs?: number;
+  /** External mirrors are re-fetched for reads at most this often; merges always fetch first. */
+  mirrorMaxAgeMs?: number;
+};
+
+/**
+ * The project's repository backend. Managed projects: a bare repository that this service owns. External
+ * projects: a bare mirror cache of the origin, fetched before CR work and written back by non-forced pushes.
+ * Both end up as a local git dir on which merge-tree, diff and commit-tree run.
+ */
+export function createRepositories(options: RepositoriesOptions) {
+  const tipsCache = createTipsCache({ ttlMs: options.tipsTtlMs ?? 1000 });
+  const mirrorMaxAge = options.mirrorMaxAgeMs ?? 2000;
+  const fetchedAt = new Map<string, number>();
+  const fetching = new Map<string, Promise<void>>();
+
+  const managedDir = (projectId: string) => join(options.dataDir, "repos", `${projectId}.git`);
+  const mirrorDir = (projectId: string) => join(options.dataDir, "mirrors", `${projectId}.git`);
+  const dirOf = (p: RepoRef) => (p.repo_kind === "managed" ? managedDir(p.id) : mirrorDir(p.id));
+
+  async function fetchMirror(p: RepoRef): Promise<void> {
+    const dir = mirrorDir(p.id);
+    try {
+      if (!fetchedAt.has(p.id)) {
+        // First use in this process: reuse a mirror left by an earlier run, else clone one.
+        const exists = await git(["rev-parse", "--is-bare-repository"], { dir, okCodes: [128] });
+        if (exists.exitCode !== 0 || exists.stdout.trim() !== "true") {
+          rmSync(dir, { recursive: true, force: true });
+          mkdirSync(join(options.dataDir, "mirrors"), { recursive: true });
+          await git(["clone", "--mirror", "--quiet", "--", p.repo_url!, dir], { env: PROTOCOL_ENV, timeoutMs: 600_000 });
+          return;
+        }
+      }
+      await git(["fetch", "--prune", "--quiet", "origin"], { dir, env: PROTOCOL_ENV, timeoutMs: 600_000 });
+    } catch (err) {
+      throw new RepoUnavailableError(err instanceof GitError ? err.message : String(err));
+    }
+  }
+
+  /** A local git dir with the project's current refs; external mirrors are fetched when older than `maxAgeMs`. */
+  async function open(p: RepoRef, maxAgeMs = mirrorMaxAge): Promise<string> {
+    if (p.repo_kind === "managed") return managedDir(p.id);
+    const last = fetchedAt.get(p.id);
+    if (last !== undefined && Date.now() - last <= maxAgeMs) return mirrorDir(p.id);
+    let pending = fetching.get(p.id);
+    if (!pending) {
+      pending = fetchMirror(p)
+        .then(() => {
+          fetchedAt.set(p.id, Date.now());
+          tipsCache.invalidate(mirrorDir(p.id));
+        })
+        .finally(() => fetching.delete(p.id));
+      fetching.set(p.id, pending);
+    }
+    await pending;
+    return mirrorDir(p.id);
+  }
+
+  function invalidate(p: RepoRef): void {
+    tipsCache.invalidate(dirOf(p));
+    fetchedAt.delete(p.id);
+  }
+
+  return {
+    managedDir,
+    open,
+    invalidate,
+
+    async initManaged(projectId: string, defaultBranch: string): Promise<void> {
+      const dir = managedDir(projectId);
+      mkdirSync(dir, { recursive: true });
+      await git(["init", "--bare", "--quiet", `--initial-branch=${defaultBranch}`, dir]);
+    },
+
+    async removeManaged(projectId: string): Promise<void> {
+      rmSync(managedDir(projectId), { recursive: true, force: true });
+    },
+
+    /** Branch tips, or undefined when the repository cannot be reached (callers then serve stored data). */
+    async tips(p: RepoRef, maxAgeMs?: number): Promise<BranchTips | undefined> {
+      try {
+        return await tipsCache.get(await open(p, maxAgeMs));
+      } catch {
+        return undefined;
+      }
+    },
+
+    /**
+     * Moves `branch` from `oldSha` to `newSha` and nothing else: update-ref with the old value for managed
+     * repositories, a non-forced push for external ones. False when the branch had moved meanwhile.
+     */
+    async updateBranch(p: RepoRef, branch: string, newSha: string, oldSha: string): Promise<boolean> {
+      const dir = dirOf(p);
+      try {
+        if (p.repo_kind === "managed") {
+          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, newSha, oldSha], { dir, okCodes: [1, 128] });
+          return exitCode === 0;
+        }
+        const { exitCode } = await git(["push", "--quiet", "--porcelain", "origin", `${newSha}:refs/heads/${branch}`], {
+          dir,
+          env: PROTOCOL_ENV,
+          okCodes: [1],
+          timeoutMs: 600_000,
+        });
+        return exitCode === 0;
+      } finally {
+        invalidate(p);
+      }
+    },
+
+    /** Creates `branch` at `fromSha`; false when it already exists. Generic backends push the new ref. */
+    async createBranch(p: RepoRef, branch: string, fromSha: string): Promise<boolean> {
+      const dir = dirOf(p);
+      try {
+        if (p.repo_kind === "managed") {
+          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, fromSha, ZERO_SHA], { dir, okCodes: [1, 128] });
+          return exitCode === 0;
+        }
+        const { exitCode } = await git(["push", "--quiet", "origin", `${fromSha}:refs/heads/${branch}`], {
+          dir,
+          env: PROTOCOL_ENV,
+          okCodes: [1],
+          timeoutMs: 600_000,
+        });
+        return exitCode === 0;
+      } finally {
+        invalidate(p);
+      }
+    },
+  };
+}
+
+export type Repositories = ReturnType<typeof createRepositories>;
