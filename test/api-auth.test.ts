@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashSecret, newSecret } from "../api/auth/secrets.ts";
 import { SERVICE_KEY_PREFIX } from "../protocol/token.ts";
-import { startApi, seedUser, call, type TestApi } from "./support/api-server.ts";
+import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
 
 describe.each(DATABASE_KINDS)("token model over HTTP (%s)", (kind) => {

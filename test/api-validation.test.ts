@@ -18,8 +18,7 @@ describe("request validation and the error shape", () => {
   });
 
   const createProject = (body: unknown) => call(api.url, "POST", "/v1/projects", { token, body });
-  const projectCount = async () =>
-    (await db.sql.query<{ n: number }>("select count(*)::int as n from projects"))[0]!.n;
+  const projectCount = async () => (await db.sql.query<{ n: number }>("select count(*)::int as n from projects"))[0]!.n;
 
   it("names the bad field with 400 and creates nothing", async () => {
     const before = await projectCount();
@@ -71,7 +70,11 @@ describe("request validation and the error shape", () => {
     expect(dup.status).toBe(409);
     expect(dup.body.code).toBe("SLUG_TAKEN");
     const external = await createProject({ name: "Ext", repo_url: "/srv/git/ext.git", default_branch: "trunk" });
-    expect(external.body).toMatchObject({ repo_kind: "external", repo_url: "/srv/git/ext.git", default_branch: "trunk" });
+    expect(external.body).toMatchObject({
+      repo_kind: "external",
+      repo_url: "/srv/git/ext.git",
+      default_branch: "trunk",
+    });
   });
 
   it("answers unknown routes with a JSON 404", async () => {

@@ -14,9 +14,10 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
     const [user] = await sql.query<{ id: string }>("insert into users (email, name) values ($1, 'u') returning id", [
       `${randomUUID()}@example.test`,
     ]);
-    const [account] = await sql.query<{ id: string }>("insert into accounts (name, slug) values ('a', $1) returning id", [
-      randomUUID(),
-    ]);
+    const [account] = await sql.query<{ id: string }>(
+      "insert into accounts (name, slug) values ('a', $1) returning id",
+      [randomUUID()],
+    );
     const [project] = await sql.query<{ id: string }>(
       "insert into projects (account_id, slug, name, repo_kind) values ($1, 'p', 'p', 'managed') returning id",
       [account!.id],
@@ -24,7 +25,12 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
     return { userId: user!.id, accountId: account!.id, projectId: project!.id };
   }
 
-  async function insertCr(sql: TestDatabase["sql"], ids: Awaited<ReturnType<typeof seedProject>>, number: number, extra = {}) {
+  async function insertCr(
+    sql: TestDatabase["sql"],
+    ids: Awaited<ReturnType<typeof seedProject>>,
+    number: number,
+    extra = {},
+  ) {
     const row = { head_ref: "feature", base_ref: "main", origin_session_id: null, ...extra };
     const [cr] = await sql.query<{ cr_id: string }>(
       `insert into change_requests (account_id, project_id, number, title, base_ref, head_ref, created_by, origin_session_id)
@@ -77,7 +83,10 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
        values ($1, $2, $3, $1, 'main', 'build', $4)`,
       [sessionId, ids.accountId, ids.projectId, ids.userId],
     );
-    await db.sql.query("insert into session_sandboxes (session_id, project_id) values ($1, $2)", [sessionId, ids.projectId]);
+    await db.sql.query("insert into session_sandboxes (session_id, project_id) values ($1, $2)", [
+      sessionId,
+      ids.projectId,
+    ]);
     const crId = await insertCr(db.sql, ids, 1, { origin_session_id: sessionId });
 
     await db.sql.query("delete from project_sessions where session_id = $1", [sessionId]);
@@ -108,7 +117,9 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
     db = await freshDatabase(kind);
     const ids = await seedProject(db.sql);
     const crId = await insertCr(db.sql, ids, 1);
-    await expect(db.sql.query("update change_requests set status = 'draft' where cr_id = $1", [crId])).rejects.toMatchObject({
+    await expect(
+      db.sql.query("update change_requests set status = 'draft' where cr_id = $1", [crId]),
+    ).rejects.toMatchObject({
       code: "23514",
     });
   });

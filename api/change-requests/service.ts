@@ -11,9 +11,9 @@ import { computeDiff } from "../git/diff.ts";
 import { commitMerge } from "../git/merge.ts";
 import { computePreview, mergeTree, type PreviewCache } from "../git/merge-preview.ts";
 import { readBranchTips } from "../git/refs.ts";
-import { isUuid } from "../projects/store.ts";
 import type { Repositories } from "../git/repositories.ts";
 import { RepoUnavailableError } from "../git/repositories.ts";
+import { isUuid } from "../projects/store.ts";
 import { createKeyedMutex } from "./keyed-mutex.ts";
 import type { ChangeRequestStore } from "./store.ts";
 
@@ -55,12 +55,16 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
   }
 
   /** The commits a diff or preview compares: live branches for open and closed CRs, captured SHAs once merged. */
-  async function comparedCommits(project: Project, cr: ChangeRequest): Promise<{ dir: string; base: string; head: string }> {
+  async function comparedCommits(
+    project: Project,
+    cr: ChangeRequest,
+  ): Promise<{ dir: string; base: string; head: string }> {
     let dir: string;
     try {
       dir = await repos.open(project);
     } catch (err) {
-      if (err instanceof RepoUnavailableError) throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");
+      if (err instanceof RepoUnavailableError)
+        throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");
       throw err;
     }
     if (cr.status !== "merged") {
@@ -80,7 +84,9 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     const base = tips.get(cr.base_ref);
     const head = tips.get(cr.head_ref);
     if (!base || !head) {
-      throw apiError("MERGE_REJECTED", "Merge failed", { reason: `branch '${!head ? cr.head_ref : cr.base_ref}' not found` });
+      throw apiError("MERGE_REJECTED", "Merge failed", {
+        reason: `branch '${!head ? cr.head_ref : cr.base_ref}' not found`,
+      });
     }
     const preview = await computePreview(dir, base, head);
     if (preview.merge_base === null) {
@@ -125,8 +131,10 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
       const tips = await repos.tips(project, 0);
       const headSha = tips?.get(body.head_ref) ?? null;
       const baseSha = tips?.get(baseRef) ?? null;
-      if (tips && !headSha) throw apiError("BRANCH_NOT_FOUND", `branch '${body.head_ref}' does not exist`, { field: "head_ref" });
-      if (tips && !baseSha) throw apiError("BRANCH_NOT_FOUND", `branch '${baseRef}' does not exist`, { field: "base_ref" });
+      if (tips && !headSha)
+        throw apiError("BRANCH_NOT_FOUND", `branch '${body.head_ref}' does not exist`, { field: "head_ref" });
+      if (tips && !baseSha)
+        throw apiError("BRANCH_NOT_FOUND", `branch '${baseRef}' does not exist`, { field: "base_ref" });
       return store.create({
         accountId: project.account_id,
         projectId: project.id,
@@ -168,13 +176,15 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     merge: (project: Project, ref: string, userId: string, message?: string) =>
       withProjectLock(project.id, async () => {
         const cr = await load(project, ref);
-        if (cr.status !== "open") throw apiError("CR_NOT_OPEN", `CR #${cr.number} is ${cr.status}; only an open CR can be merged`);
+        if (cr.status !== "open")
+          throw apiError("CR_NOT_OPEN", `CR #${cr.number} is ${cr.status}; only an open CR can be merged`);
         for (let attempt = 0; attempt < MERGE_ATTEMPTS; attempt++) {
           try {
             const merged = await mergeOnce(project, cr, userId, message);
             if (merged) return merged;
           } catch (err) {
-            if (err instanceof RepoUnavailableError) throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");
+            if (err instanceof RepoUnavailableError)
+              throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");
             throw err;
           }
         }

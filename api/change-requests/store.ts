@@ -92,7 +92,9 @@ export function createChangeRequestStore(sql: Sql) {
     async list(projectId: string, status: ChangeRequestStatus | "all"): Promise<ChangeRequest[]> {
       const rows =
         status === "all"
-          ? await sql.query<Row>(`select ${COLUMNS} from change_requests where project_id = $1 order by number desc`, [projectId])
+          ? await sql.query<Row>(`select ${COLUMNS} from change_requests where project_id = $1 order by number desc`, [
+              projectId,
+            ])
           : await sql.query<Row>(
               `select ${COLUMNS} from change_requests where project_id = $1 and status = $2 order by number desc`,
               [projectId, status],

@@ -1,7 +1,14 @@
 import type { Diff, DiffFile, DiffFileStatus } from "../../protocol/change-request.ts";
 import { git } from "./run.ts";
 
-const STATUS: Record<string, DiffFileStatus> = { A: "added", D: "deleted", M: "modified", T: "modified", R: "modified", C: "added" };
+const STATUS: Record<string, DiffFileStatus> = {
+  A: "added",
+  D: "deleted",
+  M: "modified",
+  T: "modified",
+  R: "modified",
+  C: "added",
+};
 
 /**
  * Parses `git diff --raw --numstat -z -M`: raw records (`:<modes> <shas> <status>\0<path>\0[<new path>\0]`) then
@@ -19,7 +26,14 @@ export function parseRawNumstat(output: string): DiffFile[] {
     const oldPath = renamed ? tokens[i + 1]! : null;
     const path = renamed ? tokens[i + 2]! : tokens[i + 1]!;
     i += renamed ? 3 : 2;
-    const file: DiffFile = { path, old_path: oldPath, status: STATUS[letter] ?? "modified", additions: 0, deletions: 0, binary: false };
+    const file: DiffFile = {
+      path,
+      old_path: oldPath,
+      status: STATUS[letter] ?? "modified",
+      additions: 0,
+      deletions: 0,
+      binary: false,
+    };
     files.push(file);
     byPath.set(path, file);
   }

@@ -10,10 +10,13 @@ export type MergeTreeResult = { clean: true; tree: string } | { clean: false; co
 
 /** A three-way merge of two commits into a tree object, with no worktree (`git merge-tree --write-tree`). */
 export async function mergeTree(dir: string, base: string, head: string): Promise<MergeTreeResult> {
-  const { stdout, exitCode } = await git(["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", base, head], {
-    dir,
-    okCodes: [1],
-  });
+  const { stdout, exitCode } = await git(
+    ["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", base, head],
+    {
+      dir,
+      okCodes: [1],
+    },
+  );
   const [tree, ...paths] = stdout.split("\0").filter(Boolean);
   if (exitCode === 0) return { clean: true, tree: tree! };
   return { clean: false, conflicts: [...new Set(paths)] };

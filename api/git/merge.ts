@@ -11,7 +11,13 @@ const identityEnv = {
 };
 
 /** Writes the two-parent merge commit for an already merged tree; touches no ref. */
-export async function commitMerge(dir: string, tree: string, baseSha: string, headSha: string, message: string): Promise<string> {
+export async function commitMerge(
+  dir: string,
+  tree: string,
+  baseSha: string,
+  headSha: string,
+  message: string,
+): Promise<string> {
   const { stdout } = await git(["commit-tree", tree, "-p", baseSha, "-p", headSha, "-F", "-"], {
     dir,
     input: message.endsWith("\n") ? message : `${message}\n`,

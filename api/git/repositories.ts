@@ -45,7 +45,10 @@ export function createRepositories(options: RepositoriesOptions) {
         if (exists.exitCode !== 0 || exists.stdout.trim() !== "true") {
           rmSync(dir, { recursive: true, force: true });
           mkdirSync(join(options.dataDir, "mirrors"), { recursive: true });
-          await git(["clone", "--mirror", "--quiet", "--", p.repo_url!, dir], { env: PROTOCOL_ENV, timeoutMs: 600_000 });
+          await git(["clone", "--mirror", "--quiet", "--", p.repo_url!, dir], {
+            env: PROTOCOL_ENV,
+            timeoutMs: 600_000,
+          });
           return;
         }
       }
@@ -111,7 +114,10 @@ export function createRepositories(options: RepositoriesOptions) {
       const dir = dirOf(p);
       try {
         if (p.repo_kind === "managed") {
-          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, newSha, oldSha], { dir, okCodes: [1, 128] });
+          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, newSha, oldSha], {
+            dir,
+            okCodes: [1, 128],
+          });
           return exitCode === 0;
         }
         const { exitCode } = await git(["push", "--quiet", "--porcelain", "origin", `${newSha}:refs/heads/${branch}`], {
@@ -131,7 +137,10 @@ export function createRepositories(options: RepositoriesOptions) {
       const dir = dirOf(p);
       try {
         if (p.repo_kind === "managed") {
-          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, fromSha, ZERO_SHA], { dir, okCodes: [1, 128] });
+          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, fromSha, ZERO_SHA], {
+            dir,
+            okCodes: [1, 128],
+          });
           return exitCode === 0;
         }
         const { exitCode } = await git(["push", "--quiet", "origin", `${fromSha}:refs/heads/${branch}`], {

@@ -1,5 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Readable } from "node:stream";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { CloneCredential } from "../../protocol/git.ts";
 import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
@@ -41,7 +41,9 @@ function deny(reply: FastifyReply, status: number, message: string) {
   return reply.code(status).headers(headers).send(`${message}\n`);
 }
 
-type GitAccess = { ok: true; userId: string; role: "user" | "sandbox" } | { ok: false; status: number; message: string };
+type GitAccess =
+  | { ok: true; userId: string; role: "user" | "sandbox" }
+  | { ok: false; status: number; message: string };
 
 /** Who is talking to git, and whether they may push the default branch (a person) or not (a sandbox). */
 async function gitAccess(deps: GitRouteDeps, secret: string, projectId: string): Promise<GitAccess> {
@@ -83,7 +85,7 @@ export function gitRoutes(deps: GitRouteDeps) {
         const who = await gitAccess(deps, secret, projectId);
         if (!who.ok) return deny(reply, who.status, who.message);
         const project = await deps.projects.byId(projectId);
-        if (!project || project.repo_kind !== "managed") return deny(reply, 404, "no managed repository for this project");
+        if (project?.repo_kind !== "managed") return deny(reply, 404, "no managed repository for this project");
 
         reply.hijack();
         const query = req.url.includes("?") ? req.url.slice(req.url.indexOf("?") + 1) : "";
@@ -93,7 +95,7 @@ export function gitRoutes(deps: GitRouteDeps) {
             pathInfo: `/${projectId}.git/${rest}`,
             query,
             headers: req.headers,
-            body: req.method === "POST" ? (req.body as Readable | undefined) ?? req.raw : undefined,
+            body: req.method === "POST" ? ((req.body as Readable | undefined) ?? req.raw) : undefined,
             remoteUser: who.userId,
             remoteAddr: req.ip,
           },
@@ -116,7 +118,11 @@ export function gitRoutes(deps: GitRouteDeps) {
       const project = req.project!;
       const grant =
         principal.kind === "service"
-          ? { projectId: project.id, userId: await sandboxOwner(deps, principal.sessionId), sandboxId: principal.sandboxId }
+          ? {
+              projectId: project.id,
+              userId: await sandboxOwner(deps, principal.sessionId),
+              sandboxId: principal.sandboxId,
+            }
           : { projectId: project.id, userId: principal.userId };
       const { secret, expiresAt } = await deps.cloneCredentials.mint(grant);
       return {
@@ -130,8 +136,9 @@ export function gitRoutes(deps: GitRouteDeps) {
 }
 
 async function sandboxOwner(deps: GitRouteDeps, sessionId: string): Promise<string> {
-  const [row] = await deps.sql.query<{ created_by: string }>("select created_by from project_sessions where session_id = $1", [
-    sessionId,
-  ]);
+  const [row] = await deps.sql.query<{ created_by: string }>(
+    "select created_by from project_sessions where session_id = $1",
+    [sessionId],
+  );
   return row!.created_by;
 }

@@ -4,12 +4,17 @@ import { MintProjectTokenBody } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { actingUserId } from "../auth/authenticate.ts";
 import type { TokenStore } from "../auth/token-store.ts";
-import type { Repositories } from "../git/repositories.ts";
 import { apiError } from "../errors.ts";
+import type { Repositories } from "../git/repositories.ts";
 import { parseInput } from "../http/validate.ts";
 import { type ProjectStore, slugify } from "./store.ts";
 
-export type ProjectRouteDeps = { accounts: AccountStore; projects: ProjectStore; tokens: TokenStore; repos: Repositories };
+export type ProjectRouteDeps = {
+  accounts: AccountStore;
+  projects: ProjectStore;
+  tokens: TokenStore;
+  repos: Repositories;
+};
 
 export function projectRoutes(deps: ProjectRouteDeps) {
   return async (app: FastifyInstance) => {
