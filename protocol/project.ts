@@ -9,12 +9,21 @@ export const Slug = z
   .max(63)
   .regex(/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/, "lowercase letters, digits and inner dashes only");
 
+function hasControlCharacter(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const code = s.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+
 /** The rules of `git check-ref-format --branch`, checked without spawning git. */
 export function isValidBranchName(name: string): boolean {
   if (name === "@" || name.startsWith("-") || name.startsWith("/") || name.endsWith("/") || name.endsWith("."))
     return false;
   if (
     name.endsWith(".lock") ||
+    name.includes(".lock/") ||
     name.includes("..") ||
     name.includes("//") ||
     name.includes("@{") ||
@@ -23,14 +32,30 @@ export function isValidBranchName(name: string): boolean {
     return false;
   }
   if (name.startsWith(".")) return false;
-  for (const ch of name) {
-    const code = ch.charCodeAt(0);
-    if (code < 0x20 || code === 0x7f || " ~^:?*[\\".includes(ch)) return false;
-  }
-  return true;
+  if (hasControlCharacter(name)) return false;
+  return ![..." ~^:?*[\\"].some((ch) => name.includes(ch));
 }
 
 export const BranchName = z.string().min(1).max(255).refine(isValidBranchName, "not a valid branch name");
+
+/**
+ * Where an external repository lives: an http(s), ssh or git URL, an scp-like `user@host:path`, or an absolute
+ * path on the API's machine. Never a transport that runs commands (`ext::`) or something git could read as
+ * an option.
+ */
+export function isAllowedRepoUrl(url: string): boolean {
+  if (url.startsWith("-") || hasControlCharacter(url)) return false;
+  if (/^(https?|ssh|git|file):\/\/[^\s]+$/i.test(url)) return true;
+  if (url.startsWith("/")) return true;
+  return /^[\w.-]+@[\w.-]+:[^\s]+$/.test(url) && !url.includes("::");
+}
+
+export const RepoUrl = z
+  .string()
+  .trim()
+  .min(1)
+  .max(2000)
+  .refine(isAllowedRepoUrl, "must be an http(s)/ssh/git/file URL, user@host:path, or an absolute path");
 
 export const Project = z.object({
   id: z.uuid(),
@@ -50,7 +75,7 @@ export const CreateProjectBody = z
     name: z.string().trim().min(1).max(200),
     slug: Slug.optional(),
     account_id: z.uuid().optional(),
-    repo_url: z.string().trim().min(1).max(2000).optional(),
+    repo_url: RepoUrl.optional(),
     default_branch: BranchName.optional(),
   })
   .strict();

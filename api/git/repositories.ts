@@ -7,6 +7,8 @@ import { GitError, git } from "./run.ts";
 /** Transports an external repository URL may use: never `ext::` (runs commands) or other helpers. */
 const PROTOCOL_ENV = { GIT_ALLOW_PROTOCOL: "file:git:http:https:ssh" };
 const ZERO_SHA = "0000000000000000000000000000000000000000";
+// A mirror clone refuses refspecs on push; our pushes name exactly one ref, never forced.
+const PUSH = ["-c", "remote.origin.mirror=false", "push", "--quiet"];
 
 export class RepoUnavailableError extends Error {}
 
@@ -120,7 +122,7 @@ export function createRepositories(options: RepositoriesOptions) {
           });
           return exitCode === 0;
         }
-        const { exitCode } = await git(["push", "--quiet", "--porcelain", "origin", `${newSha}:refs/heads/${branch}`], {
+        const { exitCode } = await git([...PUSH, "--porcelain", "origin", `${newSha}:refs/heads/${branch}`], {
           dir,
           env: PROTOCOL_ENV,
           okCodes: [1],
@@ -143,12 +145,16 @@ export function createRepositories(options: RepositoriesOptions) {
           });
           return exitCode === 0;
         }
-        const { exitCode } = await git(["push", "--quiet", "origin", `${fromSha}:refs/heads/${branch}`], {
-          dir,
-          env: PROTOCOL_ENV,
-          okCodes: [1],
-          timeoutMs: 600_000,
-        });
+        // An empty lease means "must not exist yet": create-only, never moving an existing branch.
+        const { exitCode } = await git(
+          [...PUSH, `--force-with-lease=refs/heads/${branch}:`, "origin", `${fromSha}:refs/heads/${branch}`],
+          {
+            dir,
+            env: PROTOCOL_ENV,
+            okCodes: [1],
+            timeoutMs: 600_000,
+          },
+        );
         return exitCode === 0;
       } finally {
         invalidate(p);
