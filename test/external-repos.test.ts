@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
+import type { Project } from "../protocol/project.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { type WorkRepo, workRepo } from "./support/git-fixture.ts";
@@ -12,7 +13,7 @@ describe("change requests on an external repository (any git URL or path)", () =
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;
   let origin: string;
-  let project: { id: string; repo_url: string; repo_kind: string; default_branch: string };
+  let project: Project;
   let dev: WorkRepo;
 
   const originTip = async (branch: string) =>
