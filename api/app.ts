@@ -25,6 +25,7 @@ export type AppOptions = {
   dataDir: string;
   /** Origin under which this API is reachable (clone URLs are built from it); a function when known late. */
   publicUrl: string | (() => string);
+  repoAccess?: { token: string | undefined; url: string };
   bodyLimit?: number;
   logLevel?: string;
 };
@@ -34,7 +35,11 @@ export function createServices(options: AppOptions) {
   const { sql } = options;
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
-  const repos = createRepositories({ dataDir: options.dataDir });
+  const repos = createRepositories({
+    dataDir: options.dataDir,
+    repoAccessToken: options.repoAccess?.token,
+    repoAccessUrl: options.repoAccess?.url,
+  });
   return {
     sql,
     repos,

@@ -15,6 +15,9 @@ const Env = z.object({
     .string()
     .regex(/^[0-9a-f]{64}$/, "must be a hex SHA-256")
     .optional(),
+  /** Token for private external repositories (e.g. a GitHub token), sent only to SVC_REPO_ACCESS_URL. */
+  SVC_REPO_ACCESS_TOKEN: z.string().min(1).optional(),
+  SVC_REPO_ACCESS_URL: z.string().url().default("https://github.com/"),
   SVC_BODY_LIMIT_BYTES: z.coerce
     .number()
     .int()
@@ -31,6 +34,7 @@ export type ApiConfig = {
   pgliteDir: string;
   dataDir: string;
   publicUrl: string;
+  repoAccess: { token: string | undefined; url: string };
   bootstrapTokenHash: string | undefined;
   bodyLimit: number;
   logLevel: z.infer<typeof Env>["SVC_LOG_LEVEL"];
@@ -52,6 +56,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     pgliteDir: join(e.SVC_HOME, "data", "pglite"),
     dataDir: join(e.SVC_HOME, "data"),
     publicUrl: e.SVC_PUBLIC_URL ?? `http://127.0.0.1:${e.SVC_PORT}`,
+    repoAccess: { token: e.SVC_REPO_ACCESS_TOKEN, url: e.SVC_REPO_ACCESS_URL },
     bootstrapTokenHash: e.SVC_BOOTSTRAP_TOKEN_HASH,
     bodyLimit: e.SVC_BODY_LIMIT_BYTES,
     logLevel: e.SVC_LOG_LEVEL,

@@ -11,6 +11,7 @@ const { app, services } = await buildApp({
   sql,
   dataDir: config.dataDir,
   publicUrl: config.publicUrl,
+  repoAccess: config.repoAccess,
   bodyLimit: config.bodyLimit,
   logLevel: config.logLevel,
 });

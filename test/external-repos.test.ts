@@ -125,6 +125,21 @@ describe("change requests on an external repository (any git URL or path)", () =
     expect((await call(api.url, "GET", `${path}/${cr.body.cr_id}/diff`, { token: user.token })).status).toBe(502);
   });
 
+  it("never shows credentials embedded in a repository URL", async () => {
+    const created = await call(api.url, "POST", "/v1/projects", {
+      token: user.token,
+      body: { name: "Private", repo_url: "https://bot:ghp_SECRET123@git.example.test/org/repo.git" },
+    });
+    expect(created.status).toBe(201);
+    const shown = [
+      created.body,
+      (await call(api.url, "GET", `/v1/projects/${created.body.id}`, { token: user.token })).body,
+    ];
+    shown.push(...(await call(api.url, "GET", "/v1/projects", { token: user.token })).body.projects);
+    expect(JSON.stringify(shown)).not.toContain("ghp_SECRET123");
+    expect(created.body.repo_url).toBe("https://bot:***@git.example.test/org/repo.git");
+  });
+
   it("refuses repository URLs that would run commands or inject options", async () => {
     const marker = join(mkdtempSync(join(tmpdir(), "svc-pwn-")), "pwned");
     for (const repo_url of [

@@ -21,6 +21,9 @@ export type RepositoriesOptions = {
   tipsTtlMs?: number;
   /** External mirrors are re-fetched for reads at most this often; merges always fetch first. */
   mirrorMaxAgeMs?: number;
+  /** The self-host repository-access token, sent only to remotes under `repoAccessUrl`. */
+  repoAccessToken?: string;
+  repoAccessUrl?: string;
 };
 
 /**
@@ -30,6 +33,15 @@ export type RepositoriesOptions = {
  */
 export function createRepositories(options: RepositoriesOptions) {
   const tipsCache = createTipsCache({ ttlMs: options.tipsTtlMs ?? 1000 });
+  // Passed through the environment, not argv, so the token never shows in a process listing.
+  const remoteEnv: Record<string, string> = options.repoAccessToken
+    ? {
+        ...PROTOCOL_ENV,
+        GIT_CONFIG_COUNT: "1",
+        GIT_CONFIG_KEY_0: `http.${options.repoAccessUrl ?? "https://github.com/"}.extraHeader`,
+        GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(`x-access-token:${options.repoAccessToken}`).toString("base64")}`,
+      }
+    : PROTOCOL_ENV;
   const mirrorMaxAge = options.mirrorMaxAgeMs ?? 2000;
   const fetchedAt = new Map<string, number>();
   const fetching = new Map<string, Promise<void>>();
@@ -48,13 +60,13 @@ export function createRepositories(options: RepositoriesOptions) {
           rmSync(dir, { recursive: true, force: true });
           mkdirSync(join(options.dataDir, "mirrors"), { recursive: true });
           await git(["clone", "--mirror", "--quiet", "--", p.repo_url!, dir], {
-            env: PROTOCOL_ENV,
+            env: remoteEnv,
             timeoutMs: 600_000,
           });
           return;
         }
       }
-      await git(["fetch", "--prune", "--quiet", "origin"], { dir, env: PROTOCOL_ENV, timeoutMs: 600_000 });
+      await git(["fetch", "--prune", "--quiet", "origin"], { dir, env: remoteEnv, timeoutMs: 600_000 });
     } catch (err) {
       throw new RepoUnavailableError(err instanceof GitError ? err.message : String(err));
     }
@@ -124,7 +136,7 @@ export function createRepositories(options: RepositoriesOptions) {
         }
         const { exitCode } = await git([...PUSH, "--porcelain", "origin", `${newSha}:refs/heads/${branch}`], {
           dir,
-          env: PROTOCOL_ENV,
+          env: remoteEnv,
           okCodes: [1],
           timeoutMs: 600_000,
         });
@@ -150,7 +162,7 @@ export function createRepositories(options: RepositoriesOptions) {
           [...PUSH, `--force-with-lease=refs/heads/${branch}:`, "origin", `${fromSha}:refs/heads/${branch}`],
           {
             dir,
-            env: PROTOCOL_ENV,
+            env: remoteEnv,
             okCodes: [1],
             timeoutMs: 600_000,
           },

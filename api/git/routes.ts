@@ -5,6 +5,7 @@ import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { type AuthDeps, authorizeProject, resolvePrincipal } from "../auth/authenticate.ts";
 import { ApiError } from "../errors.ts";
+import { redactRepoUrl } from "../projects/routes.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
 import type { CloneCredentials } from "./clone-credentials.ts";
 import { runHttpBackend } from "./http-backend.ts";
@@ -128,7 +129,7 @@ export function gitRoutes(deps: GitRouteDeps) {
       return {
         username: GIT_USERNAME,
         password: secret,
-        repo_url: project.repo_url ?? "",
+        repo_url: redactRepoUrl(project.repo_url) ?? "",
         expires_at: expiresAt.toISOString(),
       } satisfies CloneCredential;
     });

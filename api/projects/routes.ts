@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { CreateProjectBody } from "../../protocol/project.ts";
+import { CreateProjectBody, type Project } from "../../protocol/project.ts";
 import { MintProjectTokenBody } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { actingUserId } from "../auth/authenticate.ts";
@@ -8,6 +8,22 @@ import { apiError } from "../errors.ts";
 import type { Repositories } from "../git/repositories.ts";
 import { parseInput } from "../http/validate.ts";
 import { type ProjectStore, slugify } from "./store.ts";
+
+/** A repository URL as listings show it: credentials embedded by the user never leave the API. */
+export function redactRepoUrl(url: string | null): string | null {
+  if (!url || !/^[a-z+]+:\/\//i.test(url)) return url;
+  try {
+    const parsed = new URL(url);
+    if (!parsed.password && !parsed.username) return url;
+    if (parsed.password) parsed.password = "***";
+    else parsed.username = "***";
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
+
+const present = (project: Project): Project => ({ ...project, repo_url: redactRepoUrl(project.repo_url) });
 
 export type ProjectRouteDeps = {
   accounts: AccountStore;
@@ -22,10 +38,10 @@ export function projectRoutes(deps: ProjectRouteDeps) {
       const principal = req.principal!;
       if (principal.kind === "project") {
         const own = await deps.projects.byId(principal.projectId);
-        return { projects: own ? [own] : [] };
+        return { projects: own ? [present(own)] : [] };
       }
       const accounts = await deps.accounts.accounts(actingUserId(principal));
-      return { projects: await deps.projects.listForAccounts(accounts.map((a) => a.id)) };
+      return { projects: (await deps.projects.listForAccounts(accounts.map((a) => a.id))).map(present) };
     });
 
     app.post("/v1/projects", { config: { auth: "account" } }, async (req, reply) => {
@@ -52,10 +68,10 @@ export function projectRoutes(deps: ProjectRouteDeps) {
           throw err;
         }
       }
-      return reply.code(201).send(project);
+      return reply.code(201).send(present(project));
     });
 
-    app.get("/v1/projects/:projectId", async (req) => req.project);
+    app.get("/v1/projects/:projectId", async (req) => present(req.project!));
 
     app.post("/v1/projects/:projectId/cli-token", async (req, reply) => {
       const body = parseInput(MintProjectTokenBody, req.body ?? {}, "body");
