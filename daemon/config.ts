@@ -1,0 +1,69 @@
+import { z } from "zod";
+import { AGENT_HOME, AGENT_RUNTIME_PORT, SANDBOX_SERVICE_PORT, SANDBOX_WORKSPACE } from "../protocol/env.ts";
+
+const flag = z.enum(["0", "1"]).default("0");
+
+const Env = z.object({
+  SVC_TOKEN: z.string().min(16, "the sandbox service key is required"),
+  SVC_SERVICE_PORT: z.coerce.number().int().min(1).max(65535).default(SANDBOX_SERVICE_PORT),
+  SVC_LISTEN_HOST: z.string().default("0.0.0.0"),
+  SVC_PROJECT_ID: z.string().default(""),
+  SVC_SESSION_ID: z.string().default(""),
+  SVC_BRANCH_NAME: z.string().default(""),
+  SVC_REPO_URL: z.string().default(""),
+  SVC_API_URL: z.string().default(""),
+  SVC_PROJECT_AUTO_CLONE: flag,
+  SVC_BOOTSTRAP_AGENT_SESSION: flag,
+  SVC_INITIAL_PROMPT: z.string().optional(),
+  SVC_AGENT_NAME: z.string().default("build"),
+  SVC_AGENT_MODEL: z.string().optional(),
+  SVC_LLM_BASE_URL: z.string().optional(),
+  SVC_LLM_API_KEY: z.string().optional(),
+  SVC_GW_URL: z.string().optional(),
+  SVC_GW_API_KEY: z.string().optional(),
+  /** Fixed by the image; overridable so the daemon can run outside a container in tests. */
+  SVC_WORKSPACE: z.string().default(SANDBOX_WORKSPACE),
+  SVC_AGENT_HOME: z.string().default(AGENT_HOME),
+  SVC_AGENT_PORT: z.coerce.number().int().min(1).max(65535).default(AGENT_RUNTIME_PORT),
+  /** Another agent runtime instead of opencode: a JSON array `["cmd", "arg", ...]` that serves on SVC_AGENT_PORT. */
+  SVC_AGENT_COMMAND: z.string().optional(),
+  SVC_OPENCODE_BIN: z.string().default("/opt/svc/bin/opencode"),
+});
+
+export type DaemonConfig = ReturnType<typeof loadDaemonConfig>;
+
+/** The daemon's only reader of process.env. */
+export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new Error(`svc-agent: invalid environment: ${issue.path.join(".")}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  let agentCommand: string[] | undefined;
+  if (e.SVC_AGENT_COMMAND) {
+    const cmd = z.array(z.string().min(1)).min(1).safeParse(JSON.parse(e.SVC_AGENT_COMMAND));
+    if (!cmd.success) throw new Error("svc-agent: SVC_AGENT_COMMAND must be a JSON array of strings");
+    agentCommand = cmd.data;
+  }
+  return {
+    serviceKey: e.SVC_TOKEN,
+    port: e.SVC_SERVICE_PORT,
+    host: e.SVC_LISTEN_HOST,
+    projectId: e.SVC_PROJECT_ID,
+    sessionId: e.SVC_SESSION_ID,
+    branch: e.SVC_BRANCH_NAME,
+    repoUrl: e.SVC_REPO_URL,
+    apiUrl: e.SVC_API_URL.replace(/\/+$/, ""),
+    autoClone: e.SVC_PROJECT_AUTO_CLONE === "1",
+    bootstrapPrompt: e.SVC_BOOTSTRAP_AGENT_SESSION === "1" ? e.SVC_INITIAL_PROMPT : undefined,
+    agentName: e.SVC_AGENT_NAME,
+    agentModel: e.SVC_AGENT_MODEL,
+    llm: { baseUrl: e.SVC_LLM_BASE_URL ?? e.SVC_GW_URL, apiKey: e.SVC_LLM_API_KEY ?? e.SVC_GW_API_KEY },
+    workspace: e.SVC_WORKSPACE,
+    agentHome: e.SVC_AGENT_HOME,
+    agentPort: e.SVC_AGENT_PORT,
+    agentCommand,
+    opencodeBin: e.SVC_OPENCODE_BIN,
+  };
+}

@@ -1,0 +1,154 @@
+import type { DaemonHealth, EnvBody, PromptBody } from "../protocol/daemon.ts";
+import { createActivity } from "./activity.ts";
+import { createAgentClient } from "./agent-client.ts";
+import { loadDaemonConfig } from "./config.ts";
+import { gitCredentialHelper } from "./git-credential.ts";
+import { opencodeSpec } from "./opencode.ts";
+import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
+import { createDaemonServer } from "./server.ts";
+import { cloneWorkspace, headCommit, pullWorkspace } from "./workspace.ts";
+
+const VERSION = "0.1.0";
+const CLONE_ATTEMPTS = 5;
+
+const log = (msg: string) => process.stderr.write(`svc-agent: ${msg}\n`);
+const httpError = (status: number, message: string) => Object.assign(new Error(message), { status });
+
+/** This program again, as a shell command git can run as its credential helper. */
+function selfCommand(): string {
+  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  return [process.execPath, ...process.execArgv, process.argv[1]!].map(quote).join(" ");
+}
+
+async function daemon(): Promise<void> {
+  const config = loadDaemonConfig();
+  const activity = createActivity();
+  const extraEnv: Record<string, string> = {};
+  const repo = { cloned: false, error: null as string | null };
+  const startedAt = Date.now();
+  const client = createAgentClient(config.agentPort, config.workspace);
+  let currentSession: string | undefined;
+  let busy = { at: 0, sessions: [] as string[] };
+
+  const spec = (): RuntimeSpec =>
+    config.agentCommand
+      ? {
+          command: config.agentCommand,
+          cwd: config.workspace,
+          port: config.agentPort,
+          env: { ...(process.env as Record<string, string>), ...extraEnv },
+        }
+      : opencodeSpec(config, extraEnv);
+  const runtime = createRuntimeSupervisor(spec, log);
+
+  async function busySessions(): Promise<string[]> {
+    if (runtime.status().state !== "running") return [];
+    if (Date.now() - busy.at > 1000) {
+      busy = { at: Date.now(), sessions: await client.busySessions().catch(() => []) };
+    }
+    return busy.sessions;
+  }
+
+  const requireRuntime = () => {
+    if (runtime.status().state !== "running") throw httpError(503, "the agent runtime is not running");
+  };
+
+  const server = createDaemonServer({
+    serviceKey: config.serviceKey,
+    sessionId: config.sessionId,
+    servicePort: config.port,
+    agentPort: config.agentPort,
+    activity,
+    control: {
+      runtimeReady: () => runtime.status().state === "running",
+      async health(): Promise<DaemonHealth> {
+        const sessions = await busySessions();
+        return {
+          status: "ok",
+          version: VERSION,
+          uptime_s: Math.round((Date.now() - startedAt) / 1000),
+          agent: runtime.status(),
+          repo: {
+            url: config.repoUrl || null,
+            branch: config.branch || null,
+            commit: repo.cloned ? await headCommit(config.workspace) : null,
+            cloned: repo.cloned,
+            error: repo.error,
+          },
+          last_activity_at: sessions.length > 0 ? new Date().toISOString() : activity.lastAt(),
+          busy: sessions.length > 0,
+        };
+      },
+      async refresh() {
+        try {
+          await pullWorkspace(config);
+        } catch (err) {
+          throw httpError(409, `could not fast-forward the workspace: ${(err as Error).message}`);
+        }
+        await runtime.restart();
+        return { commit: await headCommit(config.workspace), restarted: true };
+      },
+      async prompt(body: PromptBody) {
+        requireRuntime();
+        const session = body.session ?? currentSession ?? (await client.createSession("svc session"));
+        await client.prompt(session, body.text, body.agent);
+        currentSession = session;
+        busy.at = 0;
+        return { session };
+      },
+      async abort(body) {
+        requireRuntime();
+        const sessions = body.session ? [body.session] : await busySessions();
+        await Promise.all(sessions.map((s) => client.abort(s)));
+        busy.at = 0;
+        return { aborted: sessions };
+      },
+      async env(body: EnvBody) {
+        for (const name of body.unset) delete extraEnv[name];
+        Object.assign(extraEnv, body.set);
+        await runtime.restart();
+        return { names: Object.keys(extraEnv).sort() };
+      },
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
+  log(`listening on ${config.host}:${config.port}`);
+
+  const shutdown = async () => {
+    await runtime.stop();
+    server.close();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void shutdown());
+  process.on("SIGINT", () => void shutdown());
+
+  if (config.autoClone) {
+    for (let attempt = 1; attempt <= CLONE_ATTEMPTS && !repo.cloned; attempt++) {
+      try {
+        await cloneWorkspace(config, selfCommand());
+        repo.cloned = true;
+        repo.error = null;
+      } catch (err) {
+        repo.error = (err as Error).message.split("\n").slice(-2).join(" ");
+        log(`clone attempt ${attempt} failed: ${repo.error}`);
+        await new Promise((r) => setTimeout(r, 500 * attempt));
+      }
+    }
+  }
+  runtime.start();
+  await runtime.whenReady();
+  if (config.bootstrapPrompt && runtime.status().state === "running") {
+    try {
+      currentSession = await client.createSession("svc session");
+      await client.prompt(currentSession, config.bootstrapPrompt, config.agentName);
+    } catch (err) {
+      log(`initial prompt failed: ${(err as Error).message}`);
+    }
+  }
+}
+
+if (process.argv[2] === "git-credential") {
+  process.exitCode = await gitCredentialHelper(process.argv[3], process.env);
+} else {
+  await daemon();
+}

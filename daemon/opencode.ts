@@ -1,0 +1,89 @@
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { DaemonConfig } from "./config.ts";
+import type { RuntimeSpec } from "./runtime.ts";
+import { agentConfigDir } from "./workspace.ts";
+
+const OPENCODE_VERSION = "1.18.33";
+const PROVIDER_ID = "svc";
+
+/**
+ * opencode installs its plugin package into every config dir it reads, from the network. A seeded empty
+ * node_modules and lock file stop that (sandboxes have no registry); git must not see them as changes.
+ */
+function seedConfigDir(dir: string, workspace: string): void {
+  mkdirSync(join(dir, "node_modules"), { recursive: true });
+  const lock = join(dir, "package-lock.json");
+  if (!existsSync(lock)) {
+    writeFileSync(
+      lock,
+      JSON.stringify({ packages: { "": { dependencies: { "@opencode-ai/plugin": OPENCODE_VERSION } } } }),
+    );
+  }
+  const exclude = join(workspace, ".git", "info", "exclude");
+  if (existsSync(join(workspace, ".git"))) {
+    const rel = dir.startsWith(`${workspace}/`) ? dir.slice(workspace.length + 1) : undefined;
+    const current = existsSync(exclude) ? readFileSync(exclude, "utf8") : "";
+    if (rel && !current.includes(`/${rel}/node_modules/`)) {
+      mkdirSync(join(workspace, ".git", "info"), { recursive: true });
+      appendFileSync(
+        exclude,
+        `\n/${rel}/node_modules/\n/${rel}/package-lock.json\n/${rel}/package.json\n/${rel}/.gitignore\n`,
+      );
+    }
+  }
+}
+
+/** opencode's config: the model gateway as an OpenAI-compatible provider, nothing that phones home. */
+export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
+  const base: Record<string, unknown> = {
+    autoupdate: false,
+    share: "disabled",
+    snapshot: false,
+    lsp: false,
+    formatter: false,
+  };
+  if (!config.llm.baseUrl) return base;
+  const model = config.agentModel?.includes("/")
+    ? config.agentModel.split("/").slice(1).join("/")
+    : (config.agentModel ?? "default");
+  return {
+    ...base,
+    model: `${PROVIDER_ID}/${model}`,
+    small_model: `${PROVIDER_ID}/${model}`,
+    enabled_providers: [PROVIDER_ID],
+    provider: {
+      [PROVIDER_ID]: {
+        npm: "@ai-sdk/openai-compatible",
+        name: "svc model gateway",
+        options: { baseURL: config.llm.baseUrl, apiKey: config.llm.apiKey ?? "none" },
+        models: { [model]: { name: model, tool_call: true, limit: { context: 128_000, output: 16_000 } } },
+      },
+    },
+  };
+}
+
+/** Never wait on a question: a sandbox run has nobody to answer it. */
+const PERMISSIONS = { edit: "allow", bash: "allow", webfetch: "allow", doom_loop: "allow", external_directory: "deny" };
+
+export function opencodeSpec(config: DaemonConfig, extraEnv: Record<string, string>): RuntimeSpec {
+  const configDir = agentConfigDir(config.workspace);
+  mkdirSync(config.agentHome, { recursive: true });
+  seedConfigDir(configDir, config.workspace);
+  seedConfigDir(join(config.agentHome, ".config", "opencode"), config.workspace);
+  return {
+    command: [config.opencodeBin, "serve", "--hostname", "127.0.0.1", "--port", String(config.agentPort)],
+    cwd: config.workspace,
+    port: config.agentPort,
+    env: {
+      ...(process.env as Record<string, string>),
+      ...extraEnv,
+      HOME: config.agentHome,
+      OPENCODE_CONFIG_DIR: configDir,
+      OPENCODE_CONFIG_CONTENT: JSON.stringify(opencodeConfig(config)),
+      OPENCODE_PERMISSION: JSON.stringify(PERMISSIONS),
+      OPENCODE_DISABLE_MODELS_FETCH: "1",
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+    },
+  };
+}

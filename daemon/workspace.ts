@@ -1,0 +1,65 @@
+import { execFile } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { parse as parseToml } from "smol-toml";
+import type { DaemonConfig } from "./config.ts";
+
+const run = promisify(execFile);
+const DEFAULT_CONFIG_DIR = ".svc/agent";
+
+/** git as the daemon runs it: the helper fetches short-lived credentials from the API on demand. */
+export function credentialHelperConfig(selfPath: string): string[] {
+  return ["-c", "credential.helper=", "-c", `credential.helper=!${selfPath} git-credential`];
+}
+
+async function git(args: string[], cwd?: string): Promise<string> {
+  const { stdout } = await run("git", args, {
+    cwd,
+    env: { ...process.env, GIT_TERMINAL_PROMPT: "0" },
+    maxBuffer: 64 << 20,
+  });
+  return stdout.trim();
+}
+
+/**
+ * Clones the session branch into the workspace and configures the repository so that `git push origin HEAD`
+ * works with no token in the environment or in .git/config: only the credential helper, which asks the API.
+ */
+export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Promise<void> {
+  mkdirSync(config.workspace, { recursive: true });
+  if (existsSync(join(config.workspace, ".git"))) return;
+  const helper = credentialHelperConfig(selfPath);
+  await git([...helper, "clone", "--quiet", "--branch", config.branch, "--", config.repoUrl, config.workspace]);
+  await git(["config", "credential.helper", `!${selfPath} git-credential`], config.workspace);
+  await git(["config", "push.default", "current"], config.workspace);
+  await git(["config", "user.name", `svc agent (${config.agentName})`], config.workspace);
+  await git(["config", "user.email", "agent@svc.local"], config.workspace);
+}
+
+/** Re-pulls the session branch (fast-forward only: local commits are never thrown away). */
+export async function pullWorkspace(config: DaemonConfig): Promise<void> {
+  await git(["fetch", "--quiet", "origin", config.branch], config.workspace);
+  await git(["merge", "--ff-only", "--quiet", "FETCH_HEAD"], config.workspace);
+}
+
+export async function headCommit(workspace: string): Promise<string | null> {
+  try {
+    return await git(["rev-parse", "HEAD"], workspace);
+  } catch {
+    return null;
+  }
+}
+
+/** The agent config dir from svc.toml `[agent] config_dir`, resolved inside the workspace. */
+export function agentConfigDir(workspace: string): string {
+  try {
+    const manifest = parseToml(readFileSync(join(workspace, "svc.toml"), "utf8")) as {
+      agent?: { config_dir?: unknown };
+    };
+    const dir = manifest.agent?.config_dir;
+    if (typeof dir === "string" && dir && !dir.startsWith("/") && !dir.split("/").includes(".."))
+      return join(workspace, dir);
+  } catch {}
+  return join(workspace, DEFAULT_CONFIG_DIR);
+}

@@ -1,0 +1,68 @@
+import { z } from "zod";
+
+/** State of the agent runtime that svc-agent supervises on 127.0.0.1:4096. */
+export const AgentRuntimeState = z.enum(["starting", "running", "restarting", "stopped", "disabled"]);
+export type AgentRuntimeState = z.infer<typeof AgentRuntimeState>;
+
+/** GET /svc/health (no authentication). */
+export const DaemonHealth = z.object({
+  status: z.literal("ok"),
+  version: z.string(),
+  uptime_s: z.number(),
+  agent: z.object({
+    state: AgentRuntimeState,
+    pid: z.number().int().nullable(),
+    restarts: z.number().int(),
+    error: z.string().nullable(),
+  }),
+  repo: z.object({
+    url: z.string().nullable(),
+    branch: z.string().nullable(),
+    commit: z.string().nullable(),
+    cloned: z.boolean(),
+    error: z.string().nullable(),
+  }),
+  /** Last proxied request or control call; the idle sweeper hibernates sandboxes by it. */
+  last_activity_at: z.string(),
+  /** An agent run is in progress: never idle while true. */
+  busy: z.boolean(),
+});
+export type DaemonHealth = z.infer<typeof DaemonHealth>;
+
+/** POST /svc/prompt: deliver a prompt to the agent (a new agent session unless `session` names one). */
+export const PromptBody = z
+  .object({
+    text: z.string().min(1).max(200_000),
+    session: z.string().min(1).max(200).optional(),
+    agent: z.string().min(1).max(100).optional(),
+  })
+  .strict();
+export type PromptBody = z.infer<typeof PromptBody>;
+
+export const PromptAccepted = z.object({ session: z.string() });
+export type PromptAccepted = z.infer<typeof PromptAccepted>;
+
+/** POST /svc/abort: abort the current run (of one agent session, or of every busy one). */
+export const AbortBody = z.object({ session: z.string().min(1).max(200).optional() }).strict();
+export type AbortBody = z.infer<typeof AbortBody>;
+
+export const AbortResult = z.object({ aborted: z.array(z.string()) });
+export type AbortResult = z.infer<typeof AbortResult>;
+
+const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "not a variable name");
+
+/** POST /svc/env: change the agent runtime's environment; it restarts with the new values. */
+export const EnvBody = z
+  .object({
+    set: z.record(EnvName, z.string().max(65_536)).default({}),
+    unset: z.array(EnvName).default([]),
+  })
+  .strict();
+export type EnvBody = z.infer<typeof EnvBody>;
+
+export const EnvResult = z.object({ names: z.array(z.string()) });
+export type EnvResult = z.infer<typeof EnvResult>;
+
+/** POST /svc/refresh: re-pull the session branch and restart the runtime in place. */
+export const RefreshResult = z.object({ commit: z.string().nullable(), restarted: z.boolean() });
+export type RefreshResult = z.infer<typeof RefreshResult>;
