@@ -18,3 +18,18 @@ await build({
   logLevel: "warning",
 });
 cpSync(new URL("api/db/migrations/", root), new URL("dist/migrations/", root), { recursive: true });
+
+// Self-contained bundles for the sandbox image, which has node but no node_modules.
+await build({
+  absWorkingDir: root.pathname,
+  entryPoints: { "svc-agent": "daemon/main.ts", svc: "cli/main.ts" },
+  outdir: "dist/sandbox",
+  outExtension: { ".js": ".mjs" },
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  logLevel: "warning",
+  // Bundled CommonJS dependencies call require(); give the ESM bundle one.
+  banner: { js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);" },
+});

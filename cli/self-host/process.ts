@@ -4,13 +4,12 @@ import { dirname, join } from "node:path";
 import { packageRoot } from "../package-root.ts";
 import type { SelfHostPaths } from "./state.ts";
 
-const ROOT = packageRoot();
 
 /** The API entry point: the bundle when built, the source through tsx otherwise. */
-function apiCommand(): string[] {
-  const bundle = join(ROOT, "dist", "api.mjs");
+function apiCommand(root: string): string[] {
+  const bundle = join(root, "dist", "api.mjs");
   if (process.env.SVC_FROM_SOURCE !== "1" && existsSync(bundle)) return [bundle];
-  return ["--import", "tsx", join(ROOT, "api", "main.ts")];
+  return ["--import", "tsx", join(root, "api", "main.ts")];
 }
 
 export function readPid(paths: SelfHostPaths): number | undefined {
@@ -40,8 +39,10 @@ export function spawnApi(paths: SelfHostPaths, env: Record<string, string>): num
   mkdirSync(paths.logs, { recursive: true, mode: 0o700 });
   mkdirSync(dirname(paths.pid), { recursive: true, mode: 0o700 });
   const log = openSync(paths.apiLog, "a", 0o600);
-  const child = spawn(process.execPath, apiCommand(), {
-    cwd: ROOT,
+  // Resolved here, not at import: the sandbox's standalone CLI has no package tree around it.
+  const root = packageRoot();
+  const child = spawn(process.execPath, apiCommand(root), {
+    cwd: root,
     detached: true,
     stdio: ["ignore", log, log],
     env: { ...process.env, ...env },
