@@ -1,5 +1,9 @@
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, LogController } from "fastify";
+import { ensurePlatformImage } from "../orchestrator/images/platform-image.ts";
+import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
+import { createSessionService, type OrchestratorSettings } from "../orchestrator/sessions/service.ts";
+import { createSessionStore } from "../orchestrator/sessions/store.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
 import { registerAuthentication } from "./auth/authenticate.ts";
@@ -17,6 +21,10 @@ import { healthRoutes } from "./health/routes.ts";
 import { registerErrorHandler } from "./http/error-handler.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
+import { createCipher } from "./secrets/cipher.ts";
+import { secretRoutes } from "./secrets/routes.ts";
+import { createSecretStore } from "./secrets/store.ts";
+import { sessionRoutes } from "./sessions/routes.ts";
 import { VERSION } from "./version.ts";
 
 export type AppOptions = {
@@ -26,12 +34,22 @@ export type AppOptions = {
   /** Origin under which this API is reachable (clone URLs are built from it); a function when known late. */
   publicUrl: string | (() => string);
   repoAccess?: { token: string | undefined; url: string };
+  /** Base64 AES-256 key for project secrets; without it the secrets API answers 503. */
+  secretsKey?: string;
+  /** Sessions run only when a sandbox driver is given. */
+  orchestrator?: {
+    driver: SandboxDriver;
+    settings: OrchestratorSettings;
+    /** Package root (images/sandbox, dist/sandbox) and the image the sandbox image builds on. */
+    root: string;
+    baseImage: string;
+  };
   bodyLimit?: number;
   logLevel?: string;
 };
 
 /** Everything the routes need, built once from the database handle and the data directory. */
-export function createServices(options: AppOptions) {
+export function createServices(options: AppOptions, log: (msg: string, extra?: Record<string, unknown>) => void) {
   const { sql } = options;
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
@@ -40,15 +58,42 @@ export function createServices(options: AppOptions) {
     repoAccessToken: options.repoAccess?.token,
     repoAccessUrl: options.repoAccess?.url,
   });
+  const tokens = createTokenStore(sql);
+  const secrets = createSecretStore(sql, options.secretsKey ? createCipher(options.secretsKey) : undefined);
+  const orchestrator = options.orchestrator;
+  let platformImage: Promise<string> | undefined;
+  const sessions = orchestrator
+    ? createSessionService({
+        store: createSessionStore(sql),
+        tokens,
+        secrets,
+        repos,
+        driver: orchestrator.driver,
+        settings: orchestrator.settings,
+        platformImage: () => {
+          platformImage ??= ensurePlatformImage(orchestrator.driver, {
+            root: orchestrator.root,
+            baseImage: orchestrator.baseImage,
+          });
+          platformImage.catch(() => {
+            platformImage = undefined;
+          });
+          return platformImage;
+        },
+        log,
+      })
+    : undefined;
   return {
     sql,
     repos,
+    sessions,
     reposDir: join(options.dataDir, "repos"),
     hooksDir: installHooks(options.dataDir),
     accounts: createAccountStore(sql),
     projects: createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`),
-    tokens: createTokenStore(sql),
+    tokens,
     cloneCredentials: createCloneCredentials(sql),
+    secrets,
     changeRequests: createChangeRequestService({
       store: createChangeRequestStore(sql),
       repos,
@@ -72,7 +117,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
       disableRequestLogging: options.logLevel !== "debug" && options.logLevel !== "trace",
     }),
   });
-  const services = createServices(options);
+  const services = createServices(options, (msg, extra) => app.log.warn(extra ?? {}, msg));
   registerErrorHandler(app);
   registerAuthentication(app, services);
   await app.register(healthRoutes({ sql: options.sql, version: VERSION }));
@@ -80,5 +125,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(projectRoutes(services));
   await app.register(changeRequestRoutes(services));
   await app.register(gitRoutes(services));
+  await app.register(secretRoutes(services));
+  await app.register(sessionRoutes(services));
   return { app, services };
 }

@@ -12,6 +12,7 @@ const { app, services } = await buildApp({
   dataDir: config.dataDir,
   publicUrl: config.publicUrl,
   repoAccess: config.repoAccess,
+  secretsKey: config.secretsKey,
   bodyLimit: config.bodyLimit,
   logLevel: config.logLevel,
 });

@@ -24,7 +24,10 @@ async function daemon(): Promise<void> {
   const config = loadDaemonConfig();
   const activity = createActivity();
   const extraEnv: Record<string, string> = {};
-  const repo = { cloned: false, error: null as string | null };
+  const repo = {
+    state: (config.autoClone ? "cloning" : "disabled") as DaemonHealth["repo"]["state"],
+    error: null as string | null,
+  };
   const startedAt = Date.now();
   const client = createAgentClient(config.agentPort, config.workspace);
   let currentSession: string | undefined;
@@ -69,10 +72,10 @@ async function daemon(): Promise<void> {
           uptime_s: Math.round((Date.now() - startedAt) / 1000),
           agent: runtime.status(),
           repo: {
+            state: repo.state,
             url: config.repoUrl || null,
             branch: config.branch || null,
-            commit: repo.cloned ? await headCommit(config.workspace) : null,
-            cloned: repo.cloned,
+            commit: repo.state === "cloned" ? await headCommit(config.workspace) : null,
             error: repo.error,
           },
           last_activity_at: sessions.length > 0 ? new Date().toISOString() : activity.lastAt(),
@@ -123,15 +126,16 @@ async function daemon(): Promise<void> {
   process.on("SIGINT", () => void shutdown());
 
   if (config.autoClone) {
-    for (let attempt = 1; attempt <= CLONE_ATTEMPTS && !repo.cloned; attempt++) {
+    for (let attempt = 1; attempt <= CLONE_ATTEMPTS && repo.state === "cloning"; attempt++) {
       try {
         await cloneWorkspace(config, selfCommand());
-        repo.cloned = true;
+        repo.state = "cloned";
         repo.error = null;
       } catch (err) {
         repo.error = (err as Error).message.split("\n").slice(-2).join(" ");
         log(`clone attempt ${attempt} failed: ${repo.error}`);
-        await new Promise((r) => setTimeout(r, 500 * attempt));
+        if (attempt === CLONE_ATTEMPTS) repo.state = "failed";
+        else await new Promise((r) => setTimeout(r, 500 * attempt));
       }
     }
   }

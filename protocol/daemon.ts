@@ -16,10 +16,11 @@ export const DaemonHealth = z.object({
     error: z.string().nullable(),
   }),
   repo: z.object({
+    /** `disabled` when the sandbox was started without SVC_PROJECT_AUTO_CLONE. */
+    state: z.enum(["cloning", "cloned", "failed", "disabled"]),
     url: z.string().nullable(),
     branch: z.string().nullable(),
     commit: z.string().nullable(),
-    cloned: z.boolean(),
     error: z.string().nullable(),
   }),
   /** Last proxied request or control call; the idle sweeper hibernates sandboxes by it. */

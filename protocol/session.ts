@@ -43,3 +43,24 @@ export const Sandbox = z.object({
   updated_at: z.string(),
 });
 export type Sandbox = z.infer<typeof Sandbox>;
+
+export const CreateSessionBody = z
+  .object({
+    prompt: z.string().min(1).max(200_000).optional(),
+    agent: z.string().min(1).max(100).optional(),
+    model: z.string().min(1).max(200).optional(),
+    base_ref: z.string().min(1).max(255).optional(),
+  })
+  .strict();
+export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
+
+export const SessionList = z.object({ sessions: z.array(Session) });
+export type SessionList = z.infer<typeof SessionList>;
+
+/** 429 body when the account's concurrent-session cap is reached. */
+export const SessionCapError = z.object({
+  error: z.string(),
+  code: z.string(),
+  limit: z.number(),
+  current: z.number(),
+});

@@ -1,14 +1,18 @@
+import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildApp, type Services } from "../../api/app.ts";
+import { type AppOptions, buildApp, type Services } from "../../api/app.ts";
 import type { Sql } from "../../api/db/sql.ts";
 
 export type TestApi = { url: string; dataDir: string; services: Services; close(): Promise<void> };
 
 /** The real API on an ephemeral loopback port, with its repositories in a fresh temporary directory. */
-export async function startApi(sql: Sql, options: { bodyLimit?: number } = {}): Promise<TestApi> {
+export async function startApi(
+  sql: Sql,
+  options: { bodyLimit?: number; host?: string; port?: number; orchestrator?: AppOptions["orchestrator"] } = {},
+): Promise<TestApi> {
   let url = "";
   const dataDir = mkdtempSync(join(tmpdir(), "svc-api-"));
   const { app, services } = await buildApp({
@@ -17,8 +21,10 @@ export async function startApi(sql: Sql, options: { bodyLimit?: number } = {}): 
     publicUrl: () => url,
     logLevel: "silent",
     bodyLimit: options.bodyLimit,
+    secretsKey: randomBytes(32).toString("base64"),
+    orchestrator: options.orchestrator,
   });
-  await app.listen({ port: 0, host: "127.0.0.1" });
+  await app.listen({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   return { url, dataDir, services, close: () => app.close() };
 }

@@ -1,0 +1,21 @@
+import type { FastifyInstance } from "fastify";
+import { SetSecretsBody, UnsetSecretsBody } from "../../protocol/secret.ts";
+import { parseInput } from "../http/validate.ts";
+import type { SecretStore } from "./store.ts";
+
+export function secretRoutes(deps: { secrets: SecretStore }) {
+  return async (app: FastifyInstance) => {
+    app.get("/v1/projects/:projectId/secrets", async (req) => deps.secrets.list(req.project!.id));
+
+    app.put("/v1/projects/:projectId/secrets", async (req) => {
+      const body = parseInput(SetSecretsBody, req.body, "body");
+      const revision = await deps.secrets.set(req.project!.id, body.secrets);
+      return { names: Object.keys(body.secrets).sort(), revision };
+    });
+
+    app.delete("/v1/projects/:projectId/secrets", async (req) => {
+      const body = parseInput(UnsetSecretsBody, req.body, "body");
+      return deps.secrets.unset(req.project!.id, body.names);
+    });
+  };
+}

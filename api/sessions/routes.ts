@@ -1,0 +1,52 @@
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import type { SessionService } from "../../orchestrator/sessions/service.ts";
+import type { SessionRecord } from "../../orchestrator/sessions/store.ts";
+import { CreateSessionBody, Session } from "../../protocol/session.ts";
+import { actingUserId } from "../auth/authenticate.ts";
+import { apiError } from "../errors.ts";
+import { parseInput } from "../http/validate.ts";
+
+const BASE = "/v1/projects/:projectId/sessions";
+const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });
+
+/** Only the SPEC's session attributes leave the API. */
+const present = (s: SessionRecord) => Session.parse(s);
+
+export function sessionRoutes(deps: { sessions: SessionService | undefined }) {
+  const service = () => {
+    if (!deps.sessions)
+      throw apiError("NOT_CONFIGURED", "sessions are unavailable: this server runs without a sandbox driver");
+    return deps.sessions;
+  };
+  return async (app: FastifyInstance) => {
+    app.post(BASE, async (req, reply) => {
+      const body = parseInput(CreateSessionBody, req.body ?? {}, "body");
+      const session = await service().create(req.project!, body, actingUserId(req.principal!));
+      return reply.code(201).send(present(session));
+    });
+
+    app.get(BASE, async (req) => ({ sessions: (await service().list(req.project!)).map(present) }));
+
+    app.get(`${BASE}/:sessionId`, async (req) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      return present(await service().get(req.project!, sessionId));
+    });
+
+    app.post(`${BASE}/:sessionId/stop`, async (req) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      return present(await service().stop(req.project!, sessionId));
+    });
+
+    app.post(`${BASE}/:sessionId/restart`, async (req) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      return present(await service().restart(req.project!, sessionId));
+    });
+
+    app.delete(`${BASE}/:sessionId`, async (req, reply) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      await service().remove(req.project!, sessionId);
+      return reply.code(204).send();
+    });
+  };
+}

@@ -1,0 +1,36 @@
+import { spawn } from "node:child_process";
+import type { SandboxDriver } from "../sandbox/driver.ts";
+
+async function gitOut(dir: string, args: string[]): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const child = spawn("git", ["-C", dir, ...args], { stdio: ["ignore", "pipe", "ignore"] });
+    let out = "";
+    child.stdout.on("data", (c) => {
+      out += c;
+    });
+    child.on("close", (code) => resolve(code === 0 ? out.trim() : undefined));
+  });
+}
+
+/**
+ * The image a session runs: the project's `.svc/Dockerfile` built on the platform image, keyed by the git tree
+ * id of `.svc/` at the session's commit plus the platform image, so an unchanged `.svc/` never rebuilds.
+ * A project without `.svc/Dockerfile` runs the platform image itself.
+ */
+export async function resolveSessionImage(
+  driver: SandboxDriver,
+  options: { gitDir: string; commit: string; platformImage: string },
+): Promise<string> {
+  const tree = await gitOut(options.gitDir, ["rev-parse", "--verify", "-q", `${options.commit}:.svc`]);
+  if (!tree) return options.platformImage;
+  const dockerfile = await gitOut(options.gitDir, ["rev-parse", "--verify", "-q", `${options.commit}:.svc/Dockerfile`]);
+  if (!dockerfile) return options.platformImage;
+  const platformKey = options.platformImage.split(":").at(-1)!;
+  const tag = `svc-project:${tree.slice(0, 16)}-${platformKey}`;
+  if (await driver.imageExists(tag)) return tag;
+  const archive = spawn("git", ["-C", options.gitDir, "archive", "--format=tar", tree], {
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  await driver.buildImage({ tag, context: archive.stdout, buildArgs: { SVC_BASE_IMAGE: options.platformImage } });
+  return tag;
+}

@@ -1,0 +1,138 @@
+import Docker from "dockerode";
+import type { ImageBuild, SandboxDriver, SandboxInfo, SandboxSpec } from "./driver.ts";
+
+export class ImageBuildError extends Error {
+  constructor(
+    message: string,
+    readonly log: string,
+  ) {
+    super(message);
+  }
+}
+
+// Enough for git, package managers and dev servers; nothing that reaches the host (no NET_ADMIN, SYS_ADMIN...).
+const CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"];
+
+function toInfo(raw: Docker.ContainerInspectInfo, servicePort: number): SandboxInfo {
+  const binding = raw.NetworkSettings?.Ports?.[`${servicePort}/tcp`]?.[0];
+  return {
+    id: raw.Id,
+    name: raw.Name.replace(/^\//, ""),
+    running: raw.State.Running,
+    labels: raw.Config.Labels ?? {},
+    hostPort: binding ? Number(binding.HostPort) : null,
+  };
+}
+
+export function createDockerDriver(options: { docker?: Docker; servicePort: number }): SandboxDriver {
+  const docker = options.docker ?? new Docker();
+  const port = `${options.servicePort}/tcp`;
+
+  async function inspect(id: string): Promise<SandboxInfo | undefined> {
+    try {
+      return toInfo(await docker.getContainer(id).inspect(), options.servicePort);
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+      throw err;
+    }
+  }
+
+  return {
+    async create(spec: SandboxSpec) {
+      const container = await docker.createContainer({
+        name: spec.name,
+        Image: spec.image,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Labels: spec.labels,
+        ExposedPorts: { [port]: {} },
+        HostConfig: {
+          PortBindings: { [port]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
+          ExtraHosts: ["host.docker.internal:host-gateway"],
+          Memory: spec.limits.memoryBytes,
+          NanoCpus: spec.limits.nanoCpus,
+          PidsLimit: spec.limits.pids,
+          Privileged: false,
+          CapDrop: ["ALL"],
+          CapAdd: CAPABILITIES,
+          SecurityOpt: ["no-new-privileges"],
+          Init: false,
+        },
+      });
+      return container.id;
+    },
+
+    async start(id: string) {
+      await docker.getContainer(id).start();
+      const info = await inspect(id);
+      if (!info) throw new Error(`container ${id} vanished after start`);
+      return info;
+    },
+
+    async stop(id: string) {
+      try {
+        await docker.getContainer(id).stop({ t: 5 });
+      } catch (err) {
+        const code = (err as { statusCode?: number }).statusCode;
+        if (code !== 304 && code !== 404) throw err;
+      }
+    },
+
+    async remove(id: string) {
+      try {
+        await docker.getContainer(id).remove({ force: true, v: true });
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode !== 404) throw err;
+      }
+    },
+
+    inspect,
+
+    async listByLabel(label: string, value?: string) {
+      const list = await docker.listContainers({
+        all: true,
+        filters: { label: [value ? `${label}=${value}` : label] },
+      });
+      return list.map((c) => ({
+        id: c.Id,
+        name: (c.Names[0] ?? "").replace(/^\//, ""),
+        running: c.State === "running",
+        labels: c.Labels ?? {},
+        hostPort: c.Ports.find((p) => p.PrivatePort === options.servicePort)?.PublicPort ?? null,
+      }));
+    },
+
+    async imageExists(tag: string) {
+      try {
+        await docker.getImage(tag).inspect();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+
+    async buildImage(build: ImageBuild) {
+      const context = "dir" in build.context ? { context: build.context.dir, src: build.context.files } : build.context;
+      const stream = await docker.buildImage(context as NodeJS.ReadableStream, {
+        t: build.tag,
+        buildargs: build.buildArgs ?? {},
+        rm: true,
+        forcerm: true,
+      });
+      const lines: string[] = [];
+      const failure = await new Promise<string | undefined>((resolve) => {
+        docker.modem.followProgress(
+          stream,
+          (err: Error | null) => resolve(err ? err.message : undefined),
+          (event: { stream?: string; error?: string; errorDetail?: { message?: string } }) => {
+            if (event.stream) lines.push(event.stream);
+            if (event.error) lines.push(`ERROR: ${event.errorDetail?.message ?? event.error}\n`);
+          },
+        );
+      });
+      const log = lines.join("");
+      const error = failure ?? (log.includes("ERROR: ") ? log.slice(log.lastIndexOf("ERROR: ")) : undefined);
+      if (error) throw new ImageBuildError(`image build of ${build.tag} failed: ${error.trim()}`, log);
+      return log;
+    },
+  };
+}

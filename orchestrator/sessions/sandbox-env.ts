@@ -1,0 +1,66 @@
+import { SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
+import type { Project } from "../../protocol/project.ts";
+import type { SessionRecord } from "./store.ts";
+
+export type SandboxEnvInput = {
+  project: Project;
+  session: SessionRecord;
+  repoUrl: string;
+  /** The API's origin as a sandbox reaches it (never loopback: that is the container itself). */
+  apiOrigin: string;
+  serviceKey: string;
+  cliToken: string;
+  secrets: Record<string, string>;
+  secretsRevision: number;
+  llm: { baseUrl?: string; apiKey?: string; model?: string };
+};
+
+/** SPEC "Environment variables", exactly: secrets first so no secret can shadow a platform variable. */
+export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
+  const { session } = input;
+  const model = session.agent_model ?? input.llm.model;
+  const env: Record<string, string> = {
+    ...input.secrets,
+    [SandboxEnv.projectId]: input.project.id,
+    [SandboxEnv.sessionId]: session.session_id,
+    [SandboxEnv.branchName]: session.branch,
+    [SandboxEnv.repoUrl]: input.repoUrl,
+    [SandboxEnv.defaultBranch]: input.project.default_branch,
+    [SandboxEnv.baseRef]: session.base_ref,
+    [SandboxEnv.servicePort]: String(SANDBOX_SERVICE_PORT),
+    [SandboxEnv.apiUrl]: `${input.apiOrigin}/v1`,
+    [SandboxEnv.agentName]: session.agent_name,
+    [SandboxEnv.autoClone]: "1",
+    [SandboxEnv.secretNames]: Object.keys(input.secrets).sort().join(","),
+    [SandboxEnv.secretsRevision]: String(input.secretsRevision),
+    [SandboxEnv.serviceKey]: input.serviceKey,
+    [SandboxEnv.cliToken]: input.cliToken,
+    [SandboxEnv.executorToken]: input.cliToken,
+  };
+  if (model) env[SandboxEnv.agentModel] = model;
+  if (session.initial_prompt) {
+    env[SandboxEnv.initialPrompt] = session.initial_prompt;
+    env[SandboxEnv.bootstrapAgentSession] = "1";
+  }
+  if (input.llm.baseUrl) {
+    env[SandboxEnv.llmBaseUrl] = input.llm.baseUrl;
+    env[SandboxEnv.gatewayUrl] = input.llm.baseUrl;
+    if (input.llm.apiKey) {
+      env[SandboxEnv.llmApiKey] = input.llm.apiKey;
+      env[SandboxEnv.gatewayApiKey] = input.llm.apiKey;
+    }
+  }
+  return env;
+}
+
+/** A loopback URL on the host means the host as the sandbox sees it. */
+export function hostUrlForSandbox(url: string, hostAlias: string): string {
+  try {
+    const parsed = new URL(url);
+    if (["127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"].includes(parsed.hostname)) {
+      parsed.hostname = hostAlias;
+      return parsed.toString().replace(/\/$/, url.endsWith("/") ? "/" : "");
+    }
+  } catch {}
+  return url;
+}

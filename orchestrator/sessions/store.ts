@@ -1,0 +1,197 @@
+import { iso } from "../../api/db/rows.ts";
+import type { Sql } from "../../api/db/sql.ts";
+import type { SandboxStatus, Session, SessionStatus } from "../../protocol/session.ts";
+
+type SessionRow = Omit<Session, "created_at" | "updated_at"> & {
+  account_id: string;
+  initial_prompt: string | null;
+  created_at: Date;
+  updated_at: Date;
+};
+
+const SESSION_COLUMNS = `session_id, project_id, account_id, status, branch, base_ref, agent_name, agent_model,
+  initial_prompt, sandbox_url, error, created_by, created_at, updated_at`;
+
+export type SessionRecord = Session & { account_id: string; initial_prompt: string | null };
+
+const toSession = (r: SessionRow): SessionRecord => ({
+  ...r,
+  created_at: iso(r.created_at),
+  updated_at: iso(r.updated_at),
+});
+
+/** Sessions that hold a slot of the account's concurrent-session cap. */
+export const LIVE_STATUSES: SessionStatus[] = ["provisioning", "running"];
+
+export type SandboxRecord = {
+  sandbox_id: string;
+  session_id: string;
+  project_id: string;
+  status: SandboxStatus;
+  container_id: string | null;
+  url: string | null;
+  token_id: string | null;
+  created_at: Date;
+};
+
+export function createSessionStore(sql: Sql) {
+  return {
+    /** Inserts a `provisioning` session unless the account already has `cap` live ones (checked atomically). */
+    async createWithinCap(input: {
+      accountId: string;
+      projectId: string;
+      baseRef: string;
+      agentName: string;
+      agentModel: string | null;
+      initialPrompt: string | null;
+      createdBy: string;
+      cap: number;
+    }): Promise<{ session: SessionRecord } | { current: number }> {
+      return sql.transaction(async (tx) => {
+        // One account's creates queue here, so two of them can never both take the last slot.
+        await tx.query("select id from accounts where id = $1 for update", [input.accountId]);
+        const [count] = await tx.query<{ n: number }>(
+          "select count(*)::int as n from project_sessions where account_id = $1 and status = any($2::text[])",
+          [input.accountId, LIVE_STATUSES],
+        );
+        if (count!.n >= input.cap) return { current: count!.n };
+        const [row] = await tx.query<SessionRow>(
+          `insert into project_sessions (session_id, account_id, project_id, status, branch, base_ref, agent_name, agent_model,
+             initial_prompt, created_by)
+           values ($1, $2, $3, 'provisioning', $1, $4, $5, $6, $7, $8) returning ${SESSION_COLUMNS}`,
+          [
+            crypto.randomUUID(),
+            input.accountId,
+            input.projectId,
+            input.baseRef,
+            input.agentName,
+            input.agentModel,
+            input.initialPrompt,
+            input.createdBy,
+          ],
+        );
+        return { session: toSession(row!) };
+      });
+    },
+
+    async get(projectId: string, sessionId: string): Promise<SessionRecord | undefined> {
+      const [row] = await sql.query<SessionRow>(
+        `select ${SESSION_COLUMNS} from project_sessions where project_id = $1 and session_id = $2`,
+        [projectId, sessionId],
+      );
+      return row && toSession(row);
+    },
+
+    async byId(sessionId: string): Promise<SessionRecord | undefined> {
+      const [row] = await sql.query<SessionRow>(
+        `select ${SESSION_COLUMNS} from project_sessions where session_id = $1`,
+        [sessionId],
+      );
+      return row && toSession(row);
+    },
+
+    async list(projectId: string): Promise<SessionRecord[]> {
+      const rows = await sql.query<SessionRow>(
+        `select ${SESSION_COLUMNS} from project_sessions where project_id = $1 order by created_at desc`,
+        [projectId],
+      );
+      return rows.map(toSession);
+    },
+
+    async setStatus(
+      sessionId: string,
+      status: SessionStatus,
+      fields: { error?: string | null; sandboxUrl?: string | null } = {},
+    ) {
+      await sql.query(
+        `update project_sessions set status = $2, error = coalesce($3, error), sandbox_url = case when $5 then $4 else sandbox_url end,
+           updated_at = now() where session_id = $1`,
+        [sessionId, status, fields.error ?? null, fields.sandboxUrl ?? null, fields.sandboxUrl !== undefined],
+      );
+    },
+
+    /** Moves a session only if it is still in one of `from`: the state machine's guard under races. */
+    async transition(
+      sessionId: string,
+      from: SessionStatus[],
+      to: SessionStatus,
+      fields: { error?: string | null; sandboxUrl?: string | null } = {},
+    ) {
+      const rows = await sql.query(
+        `update project_sessions set status = $3, error = case when $6 then $4 else error end,
+           sandbox_url = case when $7 then $5 else sandbox_url end, updated_at = now()
+         where session_id = $1 and status = any($2::text[]) returning session_id`,
+        [
+          sessionId,
+          from,
+          to,
+          fields.error ?? null,
+          fields.sandboxUrl ?? null,
+          fields.error !== undefined,
+          fields.sandboxUrl !== undefined,
+        ],
+      );
+      return rows.length > 0;
+    },
+
+    async remove(sessionId: string): Promise<void> {
+      await sql.query("delete from project_sessions where session_id = $1", [sessionId]);
+    },
+
+    async insertSandbox(input: {
+      sessionId: string;
+      projectId: string;
+      serviceKeyHash: string;
+      tokenId: string;
+    }): Promise<string> {
+      const [row] = await sql.query<{ sandbox_id: string }>(
+        `insert into session_sandboxes (session_id, project_id, status, service_key_hash, token_id)
+         values ($1, $2, 'provisioning', $3, $4) returning sandbox_id`,
+        [input.sessionId, input.projectId, input.serviceKeyHash, input.tokenId],
+      );
+      return row!.sandbox_id;
+    },
+
+    async updateSandbox(
+      sandboxId: string,
+      fields: { status?: SandboxStatus; containerId?: string; image?: string; url?: string; error?: string },
+    ): Promise<void> {
+      await sql.query(
+        `update session_sandboxes set status = coalesce($2, status), container_id = coalesce($3, container_id),
+           image = coalesce($4, image), url = coalesce($5, url), error = coalesce($6, error), updated_at = now()
+         where sandbox_id = $1`,
+        [
+          sandboxId,
+          fields.status ?? null,
+          fields.containerId ?? null,
+          fields.image ?? null,
+          fields.url ?? null,
+          fields.error ?? null,
+        ],
+      );
+    },
+
+    /** The session's current sandbox: the newest one. */
+    async currentSandbox(sessionId: string): Promise<SandboxRecord | undefined> {
+      const [row] = await sql.query<SandboxRecord>(
+        `select sandbox_id, session_id, project_id, status, container_id, url, token_id, created_at
+         from session_sandboxes where session_id = $1 order by created_at desc limit 1`,
+        [sessionId],
+      );
+      return row;
+    },
+
+    async liveSandboxes(): Promise<SandboxRecord[]> {
+      return sql.query<SandboxRecord>(
+        `select sandbox_id, session_id, project_id, status, container_id, url, token_id, created_at
+         from session_sandboxes where status in ('provisioning', 'active')`,
+      );
+    },
+
+    async touchActivity(sandboxId: string, at: string): Promise<void> {
+      await sql.query("update session_sandboxes set last_activity_at = $2 where sandbox_id = $1", [sandboxId, at]);
+    },
+  };
+}
+
+export type SessionStore = ReturnType<typeof createSessionStore>;

@@ -1,0 +1,33 @@
+import { z } from "zod";
+import { RESERVED_ENV_PREFIX } from "./env.ts";
+
+export const SecretName = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "letters, digits and '_' only, not starting with a digit")
+  .refine(
+    (n) => !n.toUpperCase().startsWith(RESERVED_ENV_PREFIX),
+    `the ${RESERVED_ENV_PREFIX} prefix is reserved for the platform`,
+  );
+
+/** A secret as listed: its name, never its value. */
+export const SecretInfo = z.object({ name: z.string(), updated_at: z.string() });
+export type SecretInfo = z.infer<typeof SecretInfo>;
+
+export const SecretList = z.object({ secrets: z.array(SecretInfo), revision: z.number().int() });
+export type SecretList = z.infer<typeof SecretList>;
+
+/** PUT /v1/projects/{id}/secrets: upsert several at once. */
+export const SetSecretsBody = z
+  .object({
+    secrets: z
+      .record(SecretName, z.string().max(65_536))
+      .refine((s) => Object.keys(s).length > 0, "give at least one secret"),
+  })
+  .strict();
+export type SetSecretsBody = z.infer<typeof SetSecretsBody>;
+
+/** DELETE /v1/projects/{id}/secrets: remove several at once. */
+export const UnsetSecretsBody = z.object({ names: z.array(z.string().min(1).max(200)).min(1) }).strict();
+export type UnsetSecretsBody = z.infer<typeof UnsetSecretsBody>;

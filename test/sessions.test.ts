@@ -1,0 +1,214 @@
+import type Docker from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { git } from "../api/git/run.ts";
+import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
+import { freePort } from "./support/cli.ts";
+import { freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { orchestratorFor, requireDocker } from "./support/docker.ts";
+import { authedUrl, workRepo } from "./support/git-fixture.ts";
+
+describe("sessions on real Docker", () => {
+  let docker: Docker;
+  let db: TestDatabase;
+  let api: TestApi;
+  let user: Awaited<ReturnType<typeof seedUser>>;
+  let project: { id: string; repo_url: string };
+
+  const sessions = (suffix = "", method = "GET", body?: unknown) =>
+    call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body });
+
+  async function waitStatus(id: string, statuses: string[], timeoutMs = 120_000) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const res = await sessions(`/${id}`);
+      if (statuses.includes(res.body.status)) return res.body;
+      if (Date.now() > deadline) throw new Error(`session ${id} stuck in ${res.body.status}: ${res.body.error}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  async function containerOf(sessionId: string) {
+    const list = await docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${sessionId}`] } });
+    return list;
+  }
+
+  async function exec(containerId: string, cmd: string[], env: string[] = []) {
+    const execution = await docker
+      .getContainer(containerId)
+      .exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Env: env, WorkingDir: "/workspace" });
+    const stream = await execution.start({});
+    const chunks: Buffer[] = [];
+    await new Promise<void>((resolve) => {
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => resolve());
+    });
+    const { ExitCode } = await execution.inspect();
+    // Multiplexed stream: drop the 8-byte frame headers.
+    let out = "";
+    const buf = Buffer.concat(chunks);
+    for (let i = 0; i + 8 <= buf.length; ) {
+      const size = buf.readUInt32BE(i + 4);
+      out += buf.subarray(i + 8, i + 8 + size).toString();
+      i += 8 + size;
+    }
+    return { code: ExitCode, out };
+  }
+
+  beforeAll(async () => {
+    docker = await requireDocker();
+    db = await freshDatabase("pglite");
+    const port = await freePort();
+    api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port) });
+    user = await seedUser(api.services);
+    project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Sandboxed" } })).body;
+    const repo = await workRepo(authedUrl(project.repo_url, user.token));
+    await repo.commit("initial", { "README.md": "hi\n" });
+    expect((await repo.push("main")).code).toBe(0);
+    await call(api.url, "PUT", `/v1/projects/${project.id}/secrets`, {
+      token: user.token,
+      body: { secrets: { API_SECRET: "s3cr3t-value", OTHER: "x" } },
+    });
+  }, 300_000);
+  afterAll(async () => {
+    for (const c of await docker.listContainers({
+      all: true,
+      filters: { label: [`dev.svc.project=${project?.id}`] },
+    })) {
+      await docker.getContainer(c.Id).remove({ force: true });
+    }
+    await api?.close();
+    await db?.drop();
+  });
+
+  it("creates a session: branch cut, container running with SPEC's env, daemon healthy", async () => {
+    const created = await sessions("", "POST", {});
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ status: "provisioning", base_ref: "main" });
+    expect(created.body.branch).toBe(created.body.session_id);
+    const session = await waitStatus(created.body.session_id, ["running", "failed"]);
+    expect(session.error).toBeNull();
+    expect(session.status).toBe("running");
+
+    const bare = api.services.repos.managedDir(project.id);
+    const main = (await git(["rev-parse", "main"], { dir: bare })).stdout.trim();
+    expect((await git(["rev-parse", session.session_id], { dir: bare })).stdout.trim()).toBe(main);
+
+    const [container] = await containerOf(session.session_id);
+    expect(container!.State).toBe("running");
+    const inspect = await docker.getContainer(container!.Id).inspect();
+    const env = Object.fromEntries(
+      inspect.Config.Env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]),
+    );
+    expect(env).toMatchObject({
+      SVC_PROJECT_ID: project.id,
+      SVC_SESSION_ID: session.session_id,
+      SVC_BRANCH_NAME: session.session_id,
+      SVC_DEFAULT_BRANCH: "main",
+      SVC_BASE_REF: "main",
+      SVC_SERVICE_PORT: "8000",
+      SVC_PROJECT_AUTO_CLONE: "1",
+      SVC_PROJECT_SECRET_NAMES: "API_SECRET,OTHER",
+      API_SECRET: "s3cr3t-value",
+    });
+    expect(env.SVC_API_URL).toMatch(/\/v1$/);
+    expect(env.SVC_CLI_TOKEN).toBe(env.SVC_EXECUTOR_TOKEN);
+    expect(env.SVC_TOKEN).toMatch(/^svc_sk_/);
+    expect(env.SVC_BOOTSTRAP_AGENT_SESSION).toBeUndefined();
+    expect(Object.keys(env).some((k) => /GIT.*TOKEN|GITHUB_TOKEN/.test(k))).toBe(false);
+    expect(inspect.HostConfig.Privileged).toBe(false);
+    expect(inspect.HostConfig.CapDrop).toContain("ALL");
+    expect(inspect.HostConfig.PortBindings?.["8000/tcp"]?.[0]?.HostIp).toBe("127.0.0.1");
+    expect(inspect.HostConfig.Memory).toBeGreaterThan(0);
+
+    const health = await (await fetch(`${session.sandbox_url}/svc/health`)).json();
+    expect(health.repo).toMatchObject({ state: "cloned", branch: session.session_id, commit: main });
+  });
+
+  it("lets the sandbox push its branch with `git push origin HEAD` and list CRs with its injected token", async () => {
+    const list = (await sessions()).body.sessions;
+    const session = list.find((s: { status: string }) => s.status === "running");
+    const [container] = await containerOf(session.session_id);
+    const commit = await exec(container!.Id, [
+      "sh",
+      "-c",
+      "echo agent > agent.txt && git add agent.txt && git commit -qm 'agent work' && git push -q origin HEAD && git rev-parse HEAD",
+    ]);
+    expect(commit.code, commit.out).toBe(0);
+    const bare = api.services.repos.managedDir(project.id);
+    expect((await git(["rev-parse", session.session_id], { dir: bare })).stdout.trim()).toBe(
+      commit.out.trim().split("\n").at(-1),
+    );
+    const config = await exec(container!.Id, ["sh", "-c", "cat .git/config; env"]);
+    expect(config.out).not.toMatch(/svc_git_/);
+
+    const mainPush = await exec(container!.Id, ["git", "push", "origin", "HEAD:main"]);
+    expect(mainPush.code).not.toBe(0);
+
+    const opened = await exec(container!.Id, ["svc", "cr", "open", "--title", "From the sandbox"]);
+    expect(opened.code, opened.out).toBe(0);
+    const ls = await exec(container!.Id, ["svc", "cr", "ls", "--json"]);
+    expect(ls.code, ls.out).toBe(0);
+    const crs = JSON.parse(ls.out.slice(ls.out.indexOf("[")));
+    expect(crs[0]).toMatchObject({
+      head_ref: session.session_id,
+      origin_session_id: session.session_id,
+      title: "From the sandbox",
+    });
+  });
+
+  it("caps concurrent sessions per account with 429, even for parallel creates", async () => {
+    const results = await Promise.all([1, 2, 3, 4].map(() => sessions("", "POST", {})));
+    const statuses = results.map((r) => r.status).sort();
+    // One session is already live and the cap is 3: exactly two more fit.
+    expect(statuses).toEqual([201, 201, 429, 429]);
+    const refused = results.find((r) => r.status === 429)!;
+    expect(refused.body).toMatchObject({ limit: 3, current: 3 });
+    for (const r of results.filter((r) => r.status === 201)) {
+      await sessions(`/${r.body.session_id}`, "DELETE");
+    }
+  });
+
+  it("restarts with a fresh project token and revokes the old one", async () => {
+    const running = (await sessions()).body.sessions.find((s: { status: string }) => s.status === "running");
+    const [before] = await containerOf(running.session_id);
+    const oldEnv = (await docker.getContainer(before!.Id).inspect()).Config.Env.find((e) =>
+      e.startsWith("SVC_CLI_TOKEN="),
+    )!.slice(14);
+    expect((await call(api.url, "GET", `/v1/projects/${project.id}`, { token: oldEnv })).status).toBe(200);
+
+    const restarted = await sessions(`/${running.session_id}/restart`, "POST");
+    expect(restarted.status).toBe(200);
+    const session = await waitStatus(running.session_id, ["running", "failed"]);
+    expect(session.status).toBe("running");
+    const after = await containerOf(running.session_id);
+    expect(after).toHaveLength(1);
+    expect(after[0]!.Id).not.toBe(before!.Id);
+    const newEnv = (await docker.getContainer(after[0]!.Id).inspect()).Config.Env.find((e) =>
+      e.startsWith("SVC_CLI_TOKEN="),
+    )!.slice(14);
+    expect(newEnv).not.toBe(oldEnv);
+    expect((await call(api.url, "GET", `/v1/projects/${project.id}`, { token: oldEnv })).status).toBe(401);
+    expect((await call(api.url, "GET", `/v1/projects/${project.id}`, { token: newEnv })).status).toBe(200);
+  });
+
+  it("stops and removes: container gone, CRs kept with origin_session_id null", async () => {
+    const running = (await sessions()).body.sessions.find((s: { status: string }) => s.status === "running");
+    const stopped = await sessions(`/${running.session_id}/stop`, "POST");
+    expect(stopped.body.status).toBe("stopped");
+    expect(await containerOf(running.session_id)).toHaveLength(0);
+    expect((await sessions(`/${running.session_id}`, "DELETE")).status).toBe(204);
+    expect((await sessions(`/${running.session_id}`)).status).toBe(404);
+    const crs = (await call(api.url, "GET", `/v1/projects/${project.id}/change-requests`, { token: user.token })).body
+      .change_requests;
+    const fromSandbox = crs.find((c: { title: string }) => c.title === "From the sandbox");
+    expect(fromSandbox.origin_session_id).toBeNull();
+  });
+
+  it("fails a session whose base branch does not exist, leaving no container", async () => {
+    const created = await sessions("", "POST", { base_ref: "no-such-branch" });
+    const session = await waitStatus(created.body.session_id, ["failed", "running"]);
+    expect(session.status).toBe("failed");
+    expect(session.error).toMatch(/no-such-branch/);
+    expect(await containerOf(session.session_id)).toHaveLength(0);
+  });
+});
