@@ -1,9 +1,17 @@
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { VERSION } from "../api/version.ts";
+import { authCommands } from "./commands/auth.ts";
+import { crCommand } from "./commands/cr.ts";
+import { hostsCommand } from "./commands/hosts.ts";
+import { createProjectDirectory, initCommand } from "./commands/init.ts";
+import { projectsCommand } from "./commands/projects.ts";
 import { envList, envSet } from "./commands/self-host/env.ts";
 import { selfHostLogs } from "./commands/self-host/logs.ts";
 import { startSelfHost } from "./commands/self-host/start.ts";
 import { stopSelfHost } from "./commands/self-host/stop.ts";
+import { sessionsCommand } from "./commands/sessions.ts";
+import { shipCommand } from "./commands/ship.ts";
+import { usageError } from "./errors.ts";
 import { printLine } from "./output.ts";
 
 export function parsePort(value: string): number {
@@ -51,16 +59,56 @@ function selfHostCommand(): Command {
   return selfHost;
 }
 
+/** Edit distance, to tell a mistyped command from a new project's name. */
+function distance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = tmp;
+    }
+  }
+  return row[b.length]!;
+}
+
 export function buildProgram(): Command {
   const program = new Command("svc")
     .description("svc: agent sessions in disposable sandboxes, landing work through change requests")
     .version(VERSION, "-v, --version", "print the CLI version")
+    .addOption(new Option("--host <name>", "use this host for one command"))
+    .option("--verbose", "say which host, token and project were used and why")
     .showSuggestionAfterError()
+    .helpCommand(true)
     .configureHelp({ sortSubcommands: true });
   program
     .command("version")
     .description("print the CLI version")
     .action(() => printLine(VERSION));
+  for (const cmd of authCommands()) program.addCommand(cmd);
+  program.addCommand(hostsCommand());
+  program.addCommand(projectsCommand());
+  program.addCommand(crCommand());
+  program.addCommand(sessionsCommand());
+  program.addCommand(shipCommand());
   program.addCommand(selfHostCommand());
+  program
+    .command("init")
+    .description("scaffold svc.toml, .svc/Dockerfile and the agent config in this directory")
+    .option("--force", "overwrite existing files")
+    .action((opts: { force?: boolean }) => initCommand(opts));
+
+  // `svc <project-name>`: scaffold a new directory. A near-miss of a command is a typo, not a project.
+  program
+    .argument("[project-name]", "scaffold a new project in ./<project-name>")
+    .action((name: string | undefined) => {
+      if (!name) return program.help({ error: false });
+      const commands = program.commands.flatMap((c) => [c.name(), ...c.aliases()]);
+      const near = commands.find((c) => distance(c, name) <= 2);
+      if (near) throw usageError(`unknown command '${name}' (did you mean ${near}?)`);
+      createProjectDirectory(name, {});
+    });
   return program;
 }

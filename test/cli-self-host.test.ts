@@ -1,4 +1,6 @@
-import { readFileSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call } from "./support/api-server.ts";
 import { cliHome, freePort, svc } from "./support/cli.ts";
@@ -82,7 +84,12 @@ describe("svc exit codes", () => {
     [["--version"], 0],
     [["help"], 0],
     [["--help"], 0],
-    [["no-such-command"], 2],
+    [["projets"], 2],
+    [["cr", "frobnicate"], 2],
+    [["cr", "show"], 2],
+    [["cr", "ls", "--status", "draft"], 2],
+    [["cr", "show", "not-a-ref"], 2],
+    [["sessions", "preview", "x", "99999"], 2],
     [["self-host", "nope"], 2],
     [["self-host", "start", "--port", "99999"], 2],
     [["self-host", "start", "--bogus-flag"], 2],
@@ -90,6 +97,16 @@ describe("svc exit codes", () => {
   ])("svc %j exits %i", async (args, code) => {
     const res = await svc(args as string[], { env: home.env });
     expect(res.code, res.stderr).toBe(code);
+  });
+
+  it("scaffolds `svc <project-name>` into a new directory next to the current one", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "svc-new-"));
+    const res = await svc(["my-new-app"], { env: home.env, cwd });
+    expect(res.code, res.stderr).toBe(0);
+    expect(existsSync(join(cwd, "my-new-app", "svc.toml"))).toBe(true);
+    expect(existsSync(join(cwd, "my-new-app", ".svc", "Dockerfile"))).toBe(true);
+    expect(existsSync(join(cwd, "my-new-app", ".svc", "link.json"))).toBe(false);
+    expect((await svc(["my-new-app"], { env: home.env, cwd })).code).toBe(1);
   });
 
   it("prints the version on stdout", async () => {

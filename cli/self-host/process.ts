@@ -4,7 +4,6 @@ import { dirname, join } from "node:path";
 import { packageRoot } from "../package-root.ts";
 import type { SelfHostPaths } from "./state.ts";
 
-
 /** The API entry point: the bundle when built, the source through tsx otherwise. */
 function apiCommand(root: string): string[] {
   const bundle = join(root, "dist", "api.mjs");

@@ -1,0 +1,202 @@
+import { Command, Option } from "commander";
+import {
+  ChangeRequest,
+  ChangeRequestEnvelope,
+  ChangeRequestList,
+  Diff,
+  MergePreview,
+} from "../../protocol/change-request.ts";
+import { CliEnv } from "../../protocol/env.ts";
+import { type Context, optionsOf, resolveContext, resolveProject } from "../context.ts";
+import { usageError } from "../errors.ts";
+import { info, printJson, printLine } from "../output.ts";
+import { printTable, useColor } from "../table.ts";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** `<cr>` is `3`, `#3` or the cr_id. */
+export function parseCrRef(ref: string): string {
+  const number = /^#?(\d{1,9})$/.exec(ref);
+  if (number && Number(number[1]) > 0) return number[1]!;
+  if (UUID.test(ref)) return ref.toLowerCase();
+  throw usageError(`'${ref}' is not a change request: use its number (3 or #3) or its id`);
+}
+
+type Opts = { project?: string; json?: boolean };
+
+function setup(cmd: Command) {
+  const opts = optionsOf<Opts>(cmd);
+  const ctx = resolveContext(opts);
+  const project = encodeURIComponent(resolveProject(opts));
+  return { opts, ctx, path: (suffix = "") => `/projects/${project}/change-requests${suffix}` };
+}
+
+export function describePreview(p: MergePreview): string {
+  if (p.merge_base === null) return "cannot merge: unrelated histories";
+  if (p.is_up_to_date) return "up to date: nothing to merge";
+  if (!p.can_merge) return `conflicts:\n${p.conflicts.map((c) => `  ${c}`).join("\n")}`;
+  return p.can_fast_forward ? "clean, fast-forward" : "clean, merge commit";
+}
+
+function printCr(cr: ChangeRequest, preview?: MergePreview): void {
+  const lines = [
+    `#${cr.number} ${cr.title}`,
+    `status:   ${cr.status}`,
+    `branches: ${cr.head_ref} -> ${cr.base_ref}`,
+    `head:     ${cr.head_commit_sha ?? "-"}`,
+    `base:     ${cr.base_commit_sha ?? "-"}`,
+    `id:       ${cr.cr_id}`,
+    `created:  ${cr.created_at}${cr.origin_session_id ? ` (session ${cr.origin_session_id})` : ""}`,
+  ];
+  if (cr.status === "merged") lines.push(`merged:   ${cr.merged_at} as ${cr.merge_commit_sha}`);
+  if (cr.status === "closed") lines.push(`closed:   ${cr.closed_at}`);
+  if (preview) lines.push(`preview:  ${describePreview(preview)}`);
+  if (cr.description) lines.push("", cr.description);
+  printLine(lines.join("\n"));
+}
+
+function colorPatch(patch: string): string {
+  return patch
+    .split("\n")
+    .map((line) => {
+      if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index "))
+        return `\x1b[1m${line}\x1b[0m`;
+      if (line.startsWith("+")) return `\x1b[32m${line}\x1b[0m`;
+      if (line.startsWith("-")) return `\x1b[31m${line}\x1b[0m`;
+      if (line.startsWith("@@")) return `\x1b[36m${line}\x1b[0m`;
+      return line;
+    })
+    .join("\n");
+}
+
+async function get(ctx: Context, path: string) {
+  return (await ctx.client.request("GET", path, ChangeRequestEnvelope)).change_request;
+}
+
+export function crCommand(): Command {
+  const cr = new Command("cr").description("change requests: the only way work reaches the default branch");
+  const projectOption = () =>
+    new Option("--project <id>", "project id or slug (default: SVC_PROJECT_ID or the linked project)");
+
+  cr.command("ls")
+    .description("list change requests")
+    .addOption(
+      new Option("--status <status>", "which ones").choices(["open", "merged", "closed", "all"]).default("open"),
+    )
+    .addOption(projectOption())
+    .option("--json", "output JSON")
+    .action(async (_o, cmd: Command) => {
+      const { opts, ctx, path } = setup(cmd);
+      const status = (opts as Opts & { status: string }).status;
+      const { change_requests } = await ctx.client.request("GET", path(), ChangeRequestList, { query: { status } });
+      if (opts.json) return printJson(change_requests);
+      if (change_requests.length === 0) return info(`no ${status === "all" ? "" : `${status} `}change requests`);
+      printTable(
+        change_requests.map((c) => [`#${c.number}`, c.status, `${c.head_ref} -> ${c.base_ref}`, c.title]),
+        { header: ["CR", "STATUS", "BRANCHES", "TITLE"] },
+      );
+    });
+
+  cr.command("show")
+    .alias("info")
+    .description("one change request; for an open one also its merge preview")
+    .argument("<cr>", "number (3 or #3) or id")
+    .addOption(projectOption())
+    .option("--json", "output JSON")
+    .action(async (ref: string, _o, cmd: Command) => {
+      const id = parseCrRef(ref);
+      const { opts, ctx, path } = setup(cmd);
+      const change = await get(ctx, path(`/${id}`));
+      const preview =
+        change.status === "open"
+          ? await ctx.client.request("GET", path(`/${id}/merge-preview`), MergePreview).catch(() => undefined)
+          : undefined;
+      if (opts.json) return printJson({ change_request: change, merge_preview: preview ?? null });
+      printCr(change, preview);
+    });
+
+  cr.command("diff")
+    .description("the unified diff of a change request")
+    .argument("<cr>", "number (3 or #3) or id")
+    .option("--no-color", "never colour the output")
+    .addOption(projectOption())
+    .option("--json", "output JSON (patch and files)")
+    .action(async (ref: string, _o, cmd: Command) => {
+      const id = parseCrRef(ref);
+      const { opts, ctx, path } = setup(cmd);
+      const diff = await ctx.client.request("GET", path(`/${id}/diff`), Diff);
+      if (opts.json) return printJson(diff);
+      const color = useColor((opts as Opts & { color?: boolean }).color);
+      process.stdout.write(color ? colorPatch(diff.patch) : diff.patch);
+    });
+
+  cr.command("open")
+    .aliases(["new", "create"])
+    .description("open a change request from a branch")
+    .requiredOption("--title <text>", "what the change does")
+    .option("--description <text>", "details")
+    .addOption(new Option("--body <text>", "alias of --description").hideHelp())
+    .option("--head <ref>", "branch to merge from (default: the session branch)")
+    .addOption(new Option("--from <ref>", "alias of --head").hideHelp())
+    .option("--base <ref>", "branch to merge into (default: the project's default branch)")
+    .addOption(new Option("--into <ref>", "alias of --base").hideHelp())
+    .option("--session <id>", "session that opened it (default: SVC_SESSION_ID)")
+    .addOption(projectOption())
+    .option("--json", "output JSON")
+    .action(async (_o, cmd: Command) => {
+      const o = optionsOf<Opts & Record<string, string | undefined>>(cmd);
+      const head = o.head ?? o.from ?? process.env[CliEnv.branchName] ?? process.env[CliEnv.headRef];
+      if (!head) throw usageError("--head is required outside a session");
+      if (!o.title?.trim()) throw usageError("--title must not be empty");
+      const { opts, ctx, path } = setup(cmd);
+      const body = {
+        title: o.title,
+        description: o.description ?? o.body,
+        head_ref: head,
+        base_ref: o.base ?? o.into,
+        session_id: o.session ?? process.env[CliEnv.sessionId],
+      };
+      const created = await ctx.client.request("POST", path(), ChangeRequest, { body });
+      if (opts.json) return printJson(created);
+      info(`✓ opened CR #${created.number}: ${created.title} (${created.head_ref} -> ${created.base_ref})`);
+      printLine(`#${created.number}`);
+    });
+
+  cr.command("merge")
+    .description("merge an open change request")
+    .argument("<cr>", "number (3 or #3) or id")
+    .option("--message <text>", "merge commit message (default: Merge CR #<n>: <title>)")
+    .addOption(projectOption())
+    .option("--json", "output JSON")
+    .action(async (ref: string, _o, cmd: Command) => {
+      const id = parseCrRef(ref);
+      const { opts, ctx, path } = setup(cmd);
+      const message = (opts as Opts & { message?: string }).message;
+      const merged = await ctx.client.request("POST", path(`/${id}/merge`), ChangeRequest, {
+        body: message ? { message } : {},
+      });
+      if (opts.json) return printJson(merged);
+      const how = merged.merge_commit_sha === merged.head_commit_sha ? "fast-forward" : "merge commit";
+      info(`✓ merged CR #${merged.number} into ${merged.base_ref} (${how} ${merged.merge_commit_sha?.slice(0, 12)})`);
+      printLine(merged.merge_commit_sha ?? "");
+    });
+
+  for (const [verb, describe, done] of [
+    ["close", "close an open change request without merging", "closed"],
+    ["reopen", "reopen a closed change request", "reopened"],
+  ] as const) {
+    cr.command(verb)
+      .description(describe)
+      .argument("<cr>", "number (3 or #3) or id")
+      .addOption(projectOption())
+      .option("--json", "output JSON")
+      .action(async (ref: string, _o, cmd: Command) => {
+        const id = parseCrRef(ref);
+        const { opts, ctx, path } = setup(cmd);
+        const result = await ctx.client.request("POST", path(`/${id}/${verb}`), ChangeRequest);
+        if (opts.json) return printJson(result);
+        info(`✓ ${done} CR #${result.number}`);
+      });
+  }
+  return cr;
+}

@@ -1,0 +1,116 @@
+import { Command } from "commander";
+import { Project, ProjectList } from "../../protocol/project.ts";
+import { optionsOf, resolveContext, resolveProject } from "../context.ts";
+import { CliError, usageError } from "../errors.ts";
+import { findLink, removeLink, writeLink } from "../link-file.ts";
+import { info, printJson, printLine } from "../output.ts";
+import { printTable } from "../table.ts";
+
+type Opts = { json?: boolean };
+
+export function dashboardUrl(hostUrl: string): string {
+  return (process.env.SVC_DASHBOARD_URL ?? hostUrl).replace(/\/+$/, "");
+}
+
+export function projectsCommand(): Command {
+  const projects = new Command("projects").description("projects on the active account");
+
+  projects
+    .command("ls")
+    .description("every project you can reach")
+    .option("--json", "output JSON")
+    .action(async (_o, cmd: Command) => {
+      const opts = optionsOf<Opts>(cmd);
+      const { projects: list } = await resolveContext(opts).client.request("GET", "/projects", ProjectList);
+      if (opts.json) return printJson(list);
+      if (list.length === 0) return info("no projects yet: 'svc ship' in a repository, or 'svc projects create'");
+      printTable(
+        list.map((p) => [p.id, p.slug, p.repo_kind, p.default_branch, p.repo_url ?? ""]),
+        { header: ["ID", "SLUG", "REPO", "BRANCH", "URL"] },
+      );
+    });
+
+  projects
+    .command("info")
+    .description("one project (default: the linked one)")
+    .argument("[id-or-slug]")
+    .option("--json", "output JSON")
+    .action(async (ref: string | undefined, _o, cmd: Command) => {
+      const opts = optionsOf<Opts>(cmd);
+      const ctx = resolveContext(opts);
+      const project = await ctx.client.request(
+        "GET",
+        `/projects/${encodeURIComponent(ref ?? resolveProject(opts))}`,
+        Project,
+      );
+      if (opts.json) return printJson(project);
+      printLine(
+        [
+          `${project.name} (${project.slug})`,
+          `id:       ${project.id}`,
+          `account:  ${project.account_id}`,
+          `repo:     ${project.repo_kind} ${project.repo_url ?? ""}`,
+          `branch:   ${project.default_branch}`,
+          `created:  ${project.created_at}`,
+        ].join("\n"),
+      );
+    });
+
+  projects
+    .command("create")
+    .description("register a project; with --repo, an external repository (any git URL or path)")
+    .argument("<name>")
+    .option("--repo <url>", "external repository URL or path")
+    .option("--default-branch <branch>", "default branch (default main)")
+    .option("--slug <slug>", "short name (default: from the name)")
+    .option("--json", "output JSON")
+    .action(async (name: string, _o, cmd: Command) => {
+      const opts = optionsOf<Opts & { repo?: string; defaultBranch?: string; slug?: string }>(cmd);
+      const project = await resolveContext(opts).client.request("POST", "/projects", Project, {
+        body: { name, repo_url: opts.repo, default_branch: opts.defaultBranch, slug: opts.slug },
+      });
+      if (opts.json) return printJson(project);
+      info(`✓ created project ${project.slug}`);
+      printLine(project.id);
+    });
+
+  projects
+    .command("link")
+    .description("bind this directory to a project (.svc/link.json)")
+    .argument("[id]")
+    .action(async (id: string | undefined, _o, cmd: Command) => {
+      const opts = optionsOf<Opts>(cmd);
+      if (!id) throw usageError("give the project id (interactive picking needs a terminal): svc projects link <id>");
+      const ctx = resolveContext(opts);
+      const project = await ctx.client.request("GET", `/projects/${encodeURIComponent(id)}`, Project);
+      const path = writeLink(process.cwd(), {
+        project_id: project.id,
+        account_id: project.account_id,
+        host: ctx.hostName,
+        host_url: ctx.hostUrl,
+      });
+      info(`✓ linked ${process.cwd()} to ${project.slug} (${path})`);
+    });
+
+  projects
+    .command("unlink")
+    .description("remove .svc/link.json")
+    .action(() => {
+      const removed = removeLink();
+      info(removed ? `✓ removed ${removed}` : "not linked");
+    });
+
+  projects
+    .command("open")
+    .description("print (and open) the project's dashboard URL")
+    .argument("[id]")
+    .action(async (id: string | undefined, _o, cmd: Command) => {
+      const opts = optionsOf<Opts>(cmd);
+      const ctx = resolveContext(opts, process.env, { quiet: true });
+      const project = id ?? findLink()?.link.project_id ?? resolveProject(opts);
+      if (!project) throw new CliError("no project");
+      printLine(`${dashboardUrl(ctx.hostUrl)}/projects/${project}`);
+    });
+
+  return projects;
+}

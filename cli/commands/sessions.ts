@@ -1,0 +1,138 @@
+import { Command } from "commander";
+import { DEFAULT_PREVIEW_PORT } from "../../protocol/env.ts";
+import { Session, SessionList } from "../../protocol/session.ts";
+import { optionsOf, resolveContext, resolveProject } from "../context.ts";
+import { CliError, usageError } from "../errors.ts";
+import { info, printJson, printLine } from "../output.ts";
+import { printTable } from "../table.ts";
+import { dashboardUrl } from "./projects.ts";
+
+type Opts = { json?: boolean; project?: string };
+const WAIT_TIMEOUT_MS = 180_000;
+
+function setup(cmd: Command) {
+  const opts = optionsOf<Opts>(cmd);
+  const ctx = resolveContext(opts);
+  const project = encodeURIComponent(resolveProject(opts));
+  return { opts, ctx, project, path: (suffix = "") => `/projects/${project}/sessions${suffix}` };
+}
+
+function printSession(s: Session): void {
+  printLine(
+    [
+      `session ${s.session_id}`,
+      `status:   ${s.status}`,
+      `branch:   ${s.branch}`,
+      `base:     ${s.base_ref}`,
+      `agent:    ${s.agent_name}${s.agent_model ? ` (${s.agent_model})` : ""}`,
+      `sandbox:  ${s.sandbox_url ?? "-"}`,
+      `error:    ${s.error ?? "-"}`,
+    ].join("\n"),
+  );
+}
+
+export function sessionsCommand(): Command {
+  const sessions = new Command("sessions").description("agent sessions, each in its own sandbox");
+  const withProject = (c: Command) => c.option("--project <id>", "project id or slug").option("--json", "output JSON");
+
+  withProject(sessions.command("ls").description("all sessions of the project")).action(async (_o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const { sessions: list } = await ctx.client.request("GET", path(), SessionList);
+    if (opts.json) return printJson(list);
+    if (list.length === 0) return info("no sessions yet: 'svc sessions new'");
+    printTable(
+      list.map((s) => [s.session_id, s.status, s.base_ref, s.agent_name, s.created_at]),
+      { header: ["SESSION", "STATUS", "BASE", "AGENT", "CREATED"] },
+    );
+  });
+
+  withProject(
+    sessions.command("info").description("status, branch, base ref, agent, sandbox URL, errors").argument("<id>"),
+  ).action(async (id: string, _o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const s = await ctx.client.request("GET", path(`/${encodeURIComponent(id)}`), Session);
+    if (opts.json) return printJson(s);
+    printSession(s);
+  });
+
+  withProject(
+    sessions
+      .command("new")
+      .description("start a session (prints its id)")
+      .option("--prompt <text>", "first prompt for the agent")
+      .option("--agent <name>", "agent to start with")
+      .option("--model <model>", "model to run")
+      .option("--base <ref>", "branch to start from (default: the project's default branch)")
+      .option("--no-wait", "return at once instead of waiting until the sandbox is running"),
+  ).action(async (_o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const o = opts as Opts & { prompt?: string; agent?: string; model?: string; base?: string; wait: boolean };
+    if (o.prompt !== undefined && !o.prompt.trim()) throw usageError("--prompt must not be empty");
+    let s = await ctx.client.request("POST", path(), Session, {
+      body: { prompt: o.prompt, agent: o.agent, model: o.model, base_ref: o.base },
+    });
+    info(`session ${s.session_id} ${s.status}…`);
+    const deadline = Date.now() + WAIT_TIMEOUT_MS;
+    while (o.wait && s.status === "provisioning" && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 500));
+      s = await ctx.client.request("GET", path(`/${s.session_id}`), Session);
+    }
+    if (o.json) printJson(s);
+    else printLine(s.session_id);
+    if (s.status === "failed") throw new CliError(`session ${s.session_id} failed: ${s.error}`);
+    if (o.wait) info(`✓ session ${s.session_id} is ${s.status}`);
+  });
+
+  withProject(
+    sessions.command("restart").description("re-provision in place (fresh sandbox and token)").argument("<id>"),
+  ).action(async (id: string, _o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const s = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/restart`), Session);
+    if (opts.json) return printJson(s);
+    info(`✓ session ${s.session_id} restarting`);
+  });
+
+  withProject(
+    sessions.command("stop").description("stop the sandbox; the branch and record stay").argument("<id>"),
+  ).action(async (id: string, _o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const s = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/stop`), Session);
+    if (opts.json) return printJson(s);
+    info(`✓ session ${s.session_id} stopped`);
+  });
+
+  withProject(
+    sessions.command("rm").description("stop and delete (the branch and its CRs stay)").argument("<id>"),
+  ).action(async (id: string, _o, cmd: Command) => {
+    const { ctx, path } = setup(cmd);
+    await ctx.client.request("DELETE", path(`/${encodeURIComponent(id)}`), Session.optional());
+    info(`✓ session ${id} removed`);
+  });
+
+  sessions
+    .command("open")
+    .description("print the session's dashboard URL")
+    .argument("<id>")
+    .option("--project <id>", "project id or slug")
+    .action((id: string, _o, cmd: Command) => {
+      const opts = optionsOf<Opts>(cmd);
+      const ctx = resolveContext(opts, process.env, { quiet: true });
+      printLine(`${dashboardUrl(ctx.hostUrl)}/projects/${resolveProject(opts)}/sessions/${id}`);
+    });
+
+  sessions
+    .command("preview")
+    .description(`print a preview URL for a sandbox port (default ${DEFAULT_PREVIEW_PORT})`)
+    .argument("<id>")
+    .argument("[port]", "sandbox port", String(DEFAULT_PREVIEW_PORT))
+    .option("--project <id>", "project id or slug")
+    .action((id: string, port: string, _o, cmd: Command) => {
+      if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+        throw usageError(`'${port}' is not a port`);
+      const opts = optionsOf<Opts>(cmd);
+      const ctx = resolveContext(opts, process.env, { quiet: true });
+      printLine(`${ctx.hostUrl}/v1/projects/${resolveProject(opts)}/sessions/${id}/preview/${port}/`);
+    });
+
+  return sessions;
+}

@@ -1,0 +1,73 @@
+import type { Command } from "commander";
+import { CliEnv } from "../protocol/env.ts";
+import { type ApiClient, createApiClient } from "./api-client.ts";
+import { readConfig } from "./config-file.ts";
+import { CliError } from "./errors.ts";
+import { apiBase, findHost } from "./hosts.ts";
+import { findLink } from "./link-file.ts";
+import { info } from "./output.ts";
+
+export type GlobalOptions = { host?: string; verbose?: boolean; project?: string };
+
+export type Context = {
+  hostName: string;
+  hostUrl: string;
+  token: string;
+  client: ApiClient;
+  verbose: boolean;
+};
+
+const say = (verbose: boolean | undefined, msg: string) => {
+  if (verbose) info(msg);
+};
+
+/**
+ * Which API and which token (SPEC "Host resolution order" and "CLI token lookup"): `--host`, then the link
+ * file's host, then the active host; `SVC_API_URL` overrides the URL; SVC_CLI_TOKEN, then SVC_EXECUTOR_TOKEN,
+ * then the host's stored token. SVC_TOKEN is never read.
+ */
+export function resolveContext(
+  opts: GlobalOptions,
+  env: NodeJS.ProcessEnv = process.env,
+  options: { quiet?: boolean } = {},
+): Context {
+  const config = readConfig();
+  const link = findLink();
+  const hostName = opts.host ?? link?.link.host ?? config.active_host;
+  say(opts.verbose, `host: ${hostName} (from ${opts.host ? "--host" : link ? link.path : "the active host"})`);
+  const host = findHost(config, hostName);
+  if (!host && !env[CliEnv.apiUrl]) throw new CliError(`unknown host '${hostName}'; see 'svc hosts ls'`);
+  const apiUrl = env[CliEnv.apiUrl] ?? apiBase(host!.url);
+  if (env[CliEnv.apiUrl]) say(opts.verbose, `api: ${apiUrl} (from SVC_API_URL)`);
+  const token = env[CliEnv.cliToken] || env[CliEnv.executorToken] || host?.token;
+  const tokenSource = env[CliEnv.cliToken]
+    ? "SVC_CLI_TOKEN"
+    : env[CliEnv.executorToken]
+      ? "SVC_EXECUTOR_TOKEN"
+      : "the stored login";
+  if (!token) throw new CliError(`not logged in to ${hostName}; run 'svc login --host ${hostName}'`);
+  say(opts.verbose, `token: from ${tokenSource}`);
+  if (!options.quiet) info(`host: ${hostName} (${apiUrl.replace(/\/v1$/, "")})`);
+  return {
+    hostName,
+    hostUrl: host?.url ?? apiUrl.replace(/\/v1$/, ""),
+    token,
+    client: createApiClient({ baseUrl: apiUrl, token }),
+    verbose: Boolean(opts.verbose),
+  };
+}
+
+/** SPEC "Project resolution order": --project, SVC_PROJECT_ID, .svc/link.json up the tree. */
+export function resolveProject(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
+  const fromLink = () => findLink()?.link.project_id;
+  const project = opts.project ?? env[CliEnv.projectId] ?? fromLink();
+  const source = opts.project ? "--project" : env[CliEnv.projectId] ? "SVC_PROJECT_ID" : ".svc/link.json";
+  if (!project) throw new CliError("no project: pass --project <id>, set SVC_PROJECT_ID, or run 'svc projects link'");
+  say(opts.verbose, `project: ${project} (from ${source})`);
+  return project;
+}
+
+/** The root and command options merged, as every action sees them. */
+export function optionsOf<T>(cmd: Command): T & GlobalOptions {
+  return cmd.optsWithGlobals() as T & GlobalOptions;
+}
