@@ -19,3 +19,4 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { echo "setup: dockerd did not start; see /var/log/svc-dockerd.log" >&2; exit 1; }
 fi
 echo "setup: docker $(docker version --format '{{.Server.Version}}') ready" >&2
+bash "$(dirname "$0")/../images/base-image.sh"
