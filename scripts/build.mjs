@@ -31,5 +31,7 @@ await build({
   target: "node20",
   logLevel: "warning",
   // Bundled CommonJS dependencies call require(); give the ESM bundle one.
-  banner: { js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);",
+  },
 });

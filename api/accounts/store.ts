@@ -1,9 +1,13 @@
 import type { Account, Me, User } from "../../protocol/account.ts";
 import type { Sql } from "../db/sql.ts";
+import { createTtlCache } from "../ttl-cache.ts";
 
 type MembershipRow = { id: string; name: string; slug: string; role: Account["role"] };
 
+const MEMBERSHIP_TTL_MS = 5000;
+
 export function createAccountStore(sql: Sql) {
+  const memberships = createTtlCache<string, boolean>(MEMBERSHIP_TTL_MS);
   const store = {
     async user(id: string): Promise<User | undefined> {
       const [row] = await sql.query<User>("select id, email, name from users where id = $1", [id]);
@@ -19,12 +23,14 @@ export function createAccountStore(sql: Sql) {
       );
     },
 
-    async isMember(userId: string, accountId: string): Promise<boolean> {
-      const rows = await sql.query("select 1 from memberships where user_id = $1 and account_id = $2", [
-        userId,
-        accountId,
-      ]);
-      return rows.length > 0;
+    isMember(userId: string, accountId: string): Promise<boolean> {
+      return memberships.get(`${userId}:${accountId}`, async () => {
+        const rows = await sql.query("select 1 from memberships where user_id = $1 and account_id = $2", [
+          userId,
+          accountId,
+        ]);
+        return rows.length > 0;
+      });
     },
 
     async me(userId: string): Promise<Me | undefined> {

@@ -2,6 +2,7 @@ import type { MintedToken, Token } from "../../protocol/token.ts";
 import { TOKEN_PREFIX } from "../../protocol/token.ts";
 import { iso } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
+import { createTtlCache } from "../ttl-cache.ts";
 import { displayPrefix, hashSecret, newSecret } from "./secrets.ts";
 
 type TokenRow = {
@@ -38,7 +39,10 @@ export type MintOptions = { userId: string; projectId?: string | null; name?: st
 
 export type TokenLookup = { status: "valid"; token: Token } | { status: "expired" } | { status: "unknown" };
 
+const CACHE_TTL_MS = 5000;
+
 export function createTokenStore(sql: Sql) {
+  const cache = createTtlCache<string, TokenRow | undefined>(CACHE_TTL_MS);
   /** Stores a token whose secret the caller already holds (self-host bootstrap); idempotent by hash. */
   async function insert(secret: string, opts: MintOptions): Promise<MintedToken> {
     const expires = opts.expiresInDays ? new Date(Date.now() + opts.expiresInDays * 86_400_000) : null;
@@ -57,12 +61,15 @@ export function createTokenStore(sql: Sql) {
     mint: (opts: MintOptions) => insert(newSecret(TOKEN_PREFIX), opts),
 
     async lookup(secret: string): Promise<TokenLookup> {
-      const [row] = await sql.query<TokenRow>(`select ${COLUMNS} from tokens where token_hash = $1`, [
-        hashSecret(secret),
-      ]);
+      const hash = hashSecret(secret);
+      const row = await cache.get(hash, async () => {
+        const [found] = await sql.query<TokenRow>(`select ${COLUMNS} from tokens where token_hash = $1`, [hash]);
+        return found;
+      });
       if (!row || row.revoked_at) return { status: "unknown" };
       if (row.expires_at && row.expires_at.getTime() <= Date.now()) return { status: "expired" };
       if (!row.last_used_at || Date.now() - row.last_used_at.getTime() > LAST_USED_GRANULARITY_MS) {
+        row.last_used_at = new Date();
         sql.query("update tokens set last_used_at = now() where id = $1", [row.id]).catch(() => {});
       }
       return { status: "valid", token: toToken(row) };
@@ -70,6 +77,7 @@ export function createTokenStore(sql: Sql) {
 
     async revoke(id: string): Promise<void> {
       await sql.query("update tokens set revoked_at = now() where id = $1 and revoked_at is null", [id]);
+      await cache.deleteWhere((row) => row?.id === id);
     },
   };
 }

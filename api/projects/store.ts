@@ -2,10 +2,12 @@ import type { Project } from "../../protocol/project.ts";
 import { iso, isUniqueViolation } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
 import { apiError } from "../errors.ts";
+import { createTtlCache } from "../ttl-cache.ts";
 
 type ProjectRow = Omit<Project, "created_at" | "updated_at"> & { created_at: Date; updated_at: Date };
 
 const COLUMNS = "id, account_id, slug, name, repo_kind, repo_url, default_branch, created_at, updated_at";
+const PROJECT_TTL_MS = 5000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const isUuid = (s: string) => UUID.test(s);
@@ -43,11 +45,14 @@ export function createProjectStore(sql: Sql, cloneUrlOf: CloneUrlOf) {
     updated_at: iso(row.updated_at),
   });
 
+  const byIdCache = createTtlCache<string, Project | undefined>(PROJECT_TTL_MS);
   return {
-    async byId(id: string): Promise<Project | undefined> {
-      if (!isUuid(id)) return undefined;
-      const [row] = await sql.query<ProjectRow>(`select ${COLUMNS} from projects where id = $1`, [id]);
-      return row && toProject(row);
+    byId(id: string): Promise<Project | undefined> {
+      if (!isUuid(id)) return Promise.resolve(undefined);
+      return byIdCache.get(id.toLowerCase(), async () => {
+        const [row] = await sql.query<ProjectRow>(`select ${COLUMNS} from projects where id = $1`, [id]);
+        return row && toProject(row);
+      });
     },
 
     /** Projects with this slug on any of the given accounts. */
@@ -69,6 +74,7 @@ export function createProjectStore(sql: Sql, cloneUrlOf: CloneUrlOf) {
 
     async remove(id: string): Promise<void> {
       await sql.query("delete from projects where id = $1", [id]);
+      byIdCache.delete(id);
     },
 
     async create(p: NewProject): Promise<Project> {

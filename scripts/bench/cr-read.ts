@@ -1,0 +1,49 @@
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import autocannon from "autocannon";
+
+const SERVER = fileURLToPath(new URL("./cr-server.ts", import.meta.url));
+const DURATION_S = 8;
+const CONNECTIONS = 32;
+
+type Served = { url: string; token: string; crPath: string; crId: string };
+
+async function startServer(env: Record<string, string>) {
+  const child = spawn(process.execPath, ["--import", "tsx", SERVER], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once("line", resolve);
+    child.once("exit", (code) => reject(new Error(`bench server exited ${code}`)));
+  });
+  return { served: JSON.parse(line) as Served, stop: () => child.kill("SIGKILL") };
+}
+
+async function load(url: string, headers: Record<string, string>) {
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S, headers });
+  if (result.non2xx > 0 || result.errors > 0)
+    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
+}
+
+/** GET of an open CR (auth, row, live-branch refresh) against GET /v1/health on the same server. */
+export async function benchCrRead(database: "pglite" | "postgres", databaseUrl?: string) {
+  const { served, stop } = await startServer(databaseUrl ? { DATABASE_URL: databaseUrl } : {});
+  try {
+    const headers = { authorization: `Bearer ${served.token}` };
+    const check = await fetch(served.url + served.crPath, { headers });
+    const body = (await check.json()) as { change_request?: { cr_id: string } };
+    if (body.change_request?.cr_id !== served.crId) throw new Error("the CR read answered the wrong thing");
+    const health = await load(`${served.url}/v1/health`, {});
+    const cr = await load(served.url + served.crPath, headers);
+    const ratio = cr.rps / health.rps;
+    return {
+      ok: cr.rps >= 1000,
+      line: `CR read (${database}): ${Math.round(cr.rps)} req/s (p50 ${cr.p50} ms, p99 ${cr.p99} ms) vs health ${Math.round(health.rps)} req/s (ratio ${ratio.toFixed(2)}) | need >= 1000 req/s`,
+    };
+  } finally {
+    stop();
+  }
+}

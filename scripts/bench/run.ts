@@ -1,0 +1,38 @@
+// `npm run bench`: figures as ratios against baselines measured in the same run; exits 1 when a target is missed.
+import postgres from "postgres";
+import { benchCrRead } from "./cr-read.ts";
+import { benchMergePreview } from "./merge-preview.ts";
+
+const lines: string[] = [];
+let ok = true;
+
+const preview = await benchMergePreview();
+lines.push(preview.line);
+ok &&= preview.ok;
+
+const pglite = await benchCrRead("pglite");
+lines.push(pglite.line);
+ok &&= pglite.ok;
+
+const pgUrl = process.env.SVC_TEST_DATABASE_URL ?? "postgres://svc:svc@127.0.0.1:5432/svc";
+const admin = postgres(pgUrl, { max: 1, onnotice: () => {} });
+try {
+  const name = `svc_bench_${process.pid}`;
+  await admin.unsafe(`create database ${name}`);
+  try {
+    const url = new URL(pgUrl);
+    url.pathname = `/${name}`;
+    const pg = await benchCrRead("postgres", url.toString());
+    lines.push(pg.line);
+    ok &&= pg.ok;
+  } finally {
+    await admin.unsafe(`drop database if exists ${name} with (force)`);
+  }
+} catch (err) {
+  lines.push(`CR read (postgres): skipped, no server at ${pgUrl} (${(err as Error).message})`);
+} finally {
+  await admin.end();
+}
+
+console.log(`\n${lines.join("\n")}`);
+process.exit(ok ? 0 : 1);
