@@ -1,3 +1,6 @@
+import { fileURLToPath } from "node:url";
+import { packageRoot } from "../cli/package-root.ts";
+import { dockerOrchestrator, startBackgroundWork } from "../orchestrator/start.ts";
 import { bootstrapAdmin } from "./accounts/bootstrap.ts";
 import { buildApp } from "./app.ts";
 import { loadConfig } from "./config.ts";
@@ -7,22 +10,30 @@ import { openSql } from "./db/sql.ts";
 const config = loadConfig();
 const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir });
 await migrate(sql);
+const orchestrator = await dockerOrchestrator(config, packageRoot(fileURLToPath(import.meta.url)));
 const { app, services } = await buildApp({
   sql,
   dataDir: config.dataDir,
   publicUrl: config.publicUrl,
   repoAccess: config.repoAccess,
   secretsKey: config.secretsKey,
+  orchestrator,
   bodyLimit: config.bodyLimit,
   logLevel: config.logLevel,
 });
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
+const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);
+if (!orchestrator) log("no Docker engine answered (or SVC_ORCHESTRATOR=off): sessions are unavailable");
+const stopBackground = orchestrator
+  ? startBackgroundWork(services, orchestrator, { idleMs: config.orchestrator.idleMs, log })
+  : () => {};
 
 let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   app.log.info({ signal }, "shutting down");
+  stopBackground();
   await app.close();
   await sql.close();
   process.exit(0);

@@ -1,6 +1,10 @@
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
+import { createIdleSweeper } from "../orchestrator/idle-sweeper.ts";
+import { createReconciler } from "../orchestrator/reconciler.ts";
+import { createDockerDriver } from "../orchestrator/sandbox/docker-driver.ts";
+import { createSessionStore } from "../orchestrator/sessions/store.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freePort } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
@@ -202,6 +206,68 @@ describe("sessions on real Docker", () => {
       .change_requests;
     const fromSandbox = crs.find((c: { title: string }) => c.title === "From the sandbox");
     expect(fromSandbox.origin_session_id).toBeNull();
+  });
+
+  it("hibernates idle sandboxes and leaves busy or recent ones alone", async () => {
+    const created = (await sessions("", "POST", {})).body;
+    await waitStatus(created.session_id, ["running"]);
+    const deps = { store: createSessionStore(db.sql), sessions: api.services.sessions!, log: () => {} };
+    expect(await createIdleSweeper({ ...deps, idleMs: 60_000 })()).toEqual([]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await createIdleSweeper({ ...deps, idleMs: 1 })()).toEqual([created.session_id]);
+    expect((await sessions(`/${created.session_id}`)).body.status).toBe("stopped");
+    expect(await containerOf(created.session_id)).toHaveLength(0);
+    const [sandbox] = await db.sql.query<{ status: string; last_activity_at: Date | null }>(
+      "select status, last_activity_at from session_sandboxes where session_id = $1",
+      [created.session_id],
+    );
+    expect(sandbox).toMatchObject({ status: "stopped" });
+    expect(sandbox!.last_activity_at).not.toBeNull();
+  });
+
+  it("reconciles: removes orphaned containers, closes sandboxes whose container vanished, fails interrupted provisioning", async () => {
+    const running = (await sessions("", "POST", {})).body;
+    await waitStatus(running.session_id, ["running"]);
+    const [container] = await containerOf(running.session_id);
+    const image = (await docker.getContainer(container!.Id).inspect()).Config.Image;
+    // A container left by a crashed API: our labels, no live sandbox row.
+    const orphan = await docker.createContainer({
+      Image: image,
+      Entrypoint: ["sleep", "300"],
+      Labels: {
+        "dev.svc.sandbox": "00000000-0000-4000-8000-00000000dead",
+        "dev.svc.session": "gone",
+        "dev.svc.project": project.id,
+      },
+    });
+    await orphan.start();
+    // A session whose provisioning process died.
+    const stuck = (
+      await db.sql.query<{ session_id: string }>(
+        `insert into project_sessions (account_id, project_id, status, branch, base_ref, agent_name, created_by)
+       values ($1, $2, 'provisioning', 'x', 'main', 'build', $3) returning session_id`,
+        [user.accountId, project.id, user.userId],
+      )
+    )[0]!;
+    // A running session whose container disappears behind our back.
+    await docker.getContainer(container!.Id).remove({ force: true });
+
+    const reconcile = createReconciler({
+      driver: createDockerDriver({ servicePort: 8000 }),
+      store: createSessionStore(db.sql),
+      sessions: api.services.sessions!,
+      provisionTimeoutMs: 60_000,
+      log: () => {},
+    });
+    const result = await reconcile();
+    expect(result.removedContainers).toBeGreaterThanOrEqual(1);
+    await expect(orphan.inspect()).rejects.toMatchObject({ statusCode: 404 });
+    expect((await sessions(`/${running.session_id}`)).body).toMatchObject({ status: "stopped" });
+    expect((await sessions(`/${stuck.session_id}`)).body).toMatchObject({
+      status: "failed",
+      error: "provisioning was interrupted",
+    });
+    expect(await reconcile()).toEqual({ removedContainers: 0, closedSandboxes: 0, failedSessions: 0 });
   });
 
   it("fails a session whose base branch does not exist, leaving no container", async () => {

@@ -11,7 +11,7 @@ import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type { SandboxDriver } from "../sandbox/driver.ts";
 import { hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
-import type { SessionRecord, SessionStore } from "./store.ts";
+import type { SandboxRecord, SessionRecord, SessionStore } from "./store.ts";
 
 export type OrchestratorSettings = {
   /** Concurrent live sessions per account. */
@@ -62,9 +62,24 @@ async function waitLive(url: string, deadline: number): Promise<void> {
 
 export function createSessionService(deps: SessionDeps) {
   const { store, driver, settings } = deps;
+  // Sessions this process is provisioning right now: the reconciler leaves them alone.
+  const inFlight = new Set<string>();
 
   /** Everything one sandbox needs, then the container; any failure leaves the session `failed` and no container. */
   async function provision(project: Project, session: SessionRecord, options: { cutBranch: boolean }): Promise<void> {
+    inFlight.add(session.session_id);
+    try {
+      await provisionSandbox(project, session, options);
+    } finally {
+      inFlight.delete(session.session_id);
+    }
+  }
+
+  async function provisionSandbox(
+    project: Project,
+    session: SessionRecord,
+    options: { cutBranch: boolean },
+  ): Promise<void> {
     const deadline = Date.now() + settings.provisionTimeoutMs;
     let sandboxId: string | undefined;
     let containerId: string | undefined;
@@ -173,6 +188,16 @@ export function createSessionService(deps: SessionDeps) {
   return {
     provision,
     stopSandboxOf,
+    isProvisioning: (sessionId: string) => inFlight.has(sessionId),
+
+    /** Tears a sandbox down for the reconciler or the sweeper; a session still marked running becomes stopped. */
+    async closeSandbox(sandbox: SandboxRecord, status: "stopped" | "error", reason: string): Promise<void> {
+      await teardownSandbox(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, status);
+      if (status === "error") await store.updateSandbox(sandbox.sandbox_id, { error: reason });
+      await store.transition(sandbox.session_id, ["running"], "stopped", {
+        error: reason === "idle" ? undefined : reason,
+      });
+    },
 
     async create(project: Project, body: CreateSessionBody, userId: string): Promise<SessionRecord> {
       const created = await store.createWithinCap({

@@ -98,18 +98,6 @@ export function createSessionStore(sql: Sql) {
       return rows.map(toSession);
     },
 
-    async setStatus(
-      sessionId: string,
-      status: SessionStatus,
-      fields: { error?: string | null; sandboxUrl?: string | null } = {},
-    ) {
-      await sql.query(
-        `update project_sessions set status = $2, error = coalesce($3, error), sandbox_url = case when $5 then $4 else sandbox_url end,
-           updated_at = now() where session_id = $1`,
-        [sessionId, status, fields.error ?? null, fields.sandboxUrl ?? null, fields.sandboxUrl !== undefined],
-      );
-    },
-
     /** Moves a session only if it is still in one of `from`: the state machine's guard under races. */
     async transition(
       sessionId: string,
@@ -132,6 +120,13 @@ export function createSessionStore(sql: Sql) {
         ],
       );
       return rows.length > 0;
+    },
+
+    async provisioningSessions(): Promise<SessionRecord[]> {
+      const rows = await sql.query<SessionRow>(
+        `select ${SESSION_COLUMNS} from project_sessions where status = 'provisioning'`,
+      );
+      return rows.map(toSession);
     },
 
     async remove(sessionId: string): Promise<void> {

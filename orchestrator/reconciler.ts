@@ -1,0 +1,66 @@
+import type { SandboxDriver } from "./sandbox/driver.ts";
+import { SANDBOX_LABEL, type SessionService } from "./sessions/service.ts";
+import type { SessionStore } from "./sessions/store.ts";
+
+export type ReconcilerDeps = {
+  driver: SandboxDriver;
+  store: SessionStore;
+  sessions: SessionService;
+  provisionTimeoutMs: number;
+  log: (msg: string, extra?: Record<string, unknown>) => void;
+};
+
+/**
+ * Makes Docker and the database agree: no container without a live sandbox row, no live row without a
+ * running container, no session left `provisioning` by a process that died. Runs at start and on a timer.
+ */
+export function createReconciler(deps: ReconcilerDeps) {
+  const { driver, store, sessions, log } = deps;
+
+  return async function reconcile(): Promise<{
+    removedContainers: number;
+    closedSandboxes: number;
+    failedSessions: number;
+  }> {
+    const containers = await driver.listByLabel(SANDBOX_LABEL);
+    const live = await store.liveSandboxes();
+    const liveIds = new Set(live.map((s) => s.sandbox_id));
+    let removedContainers = 0;
+    let closedSandboxes = 0;
+    let failedSessions = 0;
+
+    for (const c of containers) {
+      const sandboxId = c.labels[SANDBOX_LABEL];
+      if (sandboxId && liveIds.has(sandboxId)) continue;
+      if (sandboxId && sessions.isProvisioning(c.labels["dev.svc.session"] ?? "")) continue;
+      await driver.remove(c.id);
+      removedContainers += 1;
+      log("reconciler removed an orphaned container", { container: c.id, sandbox: sandboxId });
+    }
+
+    for (const sandbox of live) {
+      if (sessions.isProvisioning(sandbox.session_id)) continue;
+      const container = containers.find((c) => c.labels[SANDBOX_LABEL] === sandbox.sandbox_id);
+      const stale =
+        sandbox.status === "provisioning" && Date.now() - sandbox.created_at.getTime() > deps.provisionTimeoutMs;
+      if (sandbox.status === "active" && container?.running) continue;
+      if (sandbox.status === "provisioning" && !stale && container) continue;
+      const reason = sandbox.status === "active" ? "the sandbox container is gone" : "provisioning was interrupted";
+      await sessions.closeSandbox(sandbox, sandbox.status === "active" ? "stopped" : "error", reason);
+      closedSandboxes += 1;
+      log("reconciler closed a sandbox", { sandbox: sandbox.sandbox_id, reason });
+    }
+
+    for (const session of await store.provisioningSessions()) {
+      if (sessions.isProvisioning(session.session_id)) continue;
+      if (
+        await store.transition(session.session_id, ["provisioning"], "failed", {
+          error: "provisioning was interrupted",
+        })
+      ) {
+        failedSessions += 1;
+      }
+    }
+    return { removedContainers, closedSandboxes, failedSessions };
+  };
+}
