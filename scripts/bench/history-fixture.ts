@@ -18,7 +18,8 @@ export type HistoryFixture = { dir: string; commits: number; files: number };
  */
 export async function historyFixture(): Promise<HistoryFixture> {
   const dir = join(tmpdir(), `svc-bench-history-v${FIXTURE_VERSION}.git`);
-  if (existsSync(join(dir, "refs", "heads", "done"))) return { dir, commits: HISTORY_COMMITS + SIDE_COMMITS * 3, files: FILES };
+  if (existsSync(join(dir, "refs", "heads", "done")))
+    return { dir, commits: HISTORY_COMMITS + SIDE_COMMITS * 3, files: FILES };
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   await git(["init", "--bare", "-q", "--initial-branch=main", dir]);
