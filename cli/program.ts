@@ -5,6 +5,7 @@ import { crCommand } from "./commands/cr.ts";
 import { hostsCommand } from "./commands/hosts.ts";
 import { createProjectDirectory, initCommand } from "./commands/init.ts";
 import { projectsCommand } from "./commands/projects.ts";
+import { secretsCommands } from "./commands/secrets.ts";
 import { envList, envSet } from "./commands/self-host/env.ts";
 import { selfHostLogs } from "./commands/self-host/logs.ts";
 import { startSelfHost } from "./commands/self-host/start.ts";
@@ -92,6 +93,7 @@ export function buildProgram(): Command {
   program.addCommand(projectsCommand());
   program.addCommand(crCommand());
   program.addCommand(sessionsCommand());
+  for (const cmd of secretsCommands()) program.addCommand(cmd);
   program.addCommand(shipCommand());
   program.addCommand(selfHostCommand());
   program

@@ -21,9 +21,14 @@ export type SecretList = z.infer<typeof SecretList>;
 /** PUT /v1/projects/{id}/secrets: upsert several at once. */
 export const SetSecretsBody = z
   .object({
-    secrets: z
-      .record(SecretName, z.string().max(65_536))
-      .refine((s) => Object.keys(s).length > 0, "give at least one secret"),
+    secrets: z.record(z.string(), z.string().max(65_536)).superRefine((secrets, ctx) => {
+      if (Object.keys(secrets).length === 0) ctx.addIssue({ code: "custom", message: "give at least one secret" });
+      for (const name of Object.keys(secrets)) {
+        const check = SecretName.safeParse(name);
+        if (!check.success)
+          ctx.addIssue({ code: "custom", path: [name], message: `'${name}': ${check.error.issues[0]!.message}` });
+      }
+    }),
   })
   .strict();
 export type SetSecretsBody = z.infer<typeof SetSecretsBody>;

@@ -1,0 +1,143 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { Command } from "commander";
+import { z } from "zod";
+import { SecretList } from "../../protocol/secret.ts";
+import { optionsOf, resolveContext, resolveProject } from "../context.ts";
+import { parseDotenv } from "../dotenv.ts";
+import { CliError, usageError } from "../errors.ts";
+import { info, printJson } from "../output.ts";
+import { printTable } from "../table.ts";
+
+type Opts = { json?: boolean; project?: string };
+const SetResult = z.object({ names: z.array(z.string()), revision: z.number() });
+const UnsetResult = z.object({ removed: z.array(z.string()), revision: z.number() });
+
+function setup(cmd: Command) {
+  const opts = optionsOf<Opts>(cmd);
+  const ctx = resolveContext(opts);
+  return { opts, ctx, path: `/projects/${encodeURIComponent(resolveProject(opts))}/secrets` };
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks)
+    .toString("utf8")
+    .replace(/\r?\n$/, "");
+}
+
+/** `[env]` of svc.toml in the current directory, for required-but-missing marks. */
+async function manifestEnv(): Promise<Record<string, { required?: boolean; description?: string }>> {
+  if (!existsSync("svc.toml")) return {};
+  const { parse } = await import("smol-toml");
+  try {
+    const manifest = parse(readFileSync("svc.toml", "utf8")) as { env?: Record<string, unknown> };
+    const env: Record<string, { required?: boolean; description?: string }> = {};
+    for (const [name, spec] of Object.entries(manifest.env ?? {}))
+      env[name] = typeof spec === "object" && spec ? (spec as object) : {};
+    return env;
+  } catch {
+    return {};
+  }
+}
+
+export function secretsCommands(): Command[] {
+  const secrets = new Command("secrets").description("project secrets, injected into every sandbox as env vars");
+  const withProject = (c: Command) => c.option("--project <id>", "project id or slug");
+
+  withProject(
+    secrets.command("ls").description("secret names and the manifest's [env] spec").option("--json", "output JSON"),
+  ).action(async (_o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const list = await ctx.client.request("GET", path, SecretList);
+    const spec = await manifestEnv();
+    const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(spec)]);
+    const rows = [...names].sort().map((name) => {
+      const stored = list.secrets.find((s) => s.name === name);
+      return {
+        name,
+        set: Boolean(stored),
+        required: Boolean(spec[name]?.required),
+        updated_at: stored?.updated_at ?? null,
+      };
+    });
+    if (opts.json) return printJson({ secrets: rows, revision: list.revision });
+    if (rows.length === 0) return info("no secrets");
+    printTable(
+      rows.map((r) => [r.name, r.set ? "set" : r.required ? "MISSING (required)" : "not set", r.updated_at ?? ""]),
+      { header: ["NAME", "STATE", "UPDATED"] },
+    );
+  });
+
+  withProject(
+    secrets
+      .command("set")
+      .description("upsert NAME=VALUE pairs; NAME=- reads the value from stdin")
+      .argument("<pairs...>"),
+  ).action(async (pairs: string[], _o, cmd: Command) => {
+    const values: Record<string, string> = {};
+    let stdinUsed = false;
+    for (const pair of pairs) {
+      const eq = pair.indexOf("=");
+      if (eq <= 0) throw usageError(`expected NAME=VALUE, got '${pair.split("=")[0]}'`);
+      const name = pair.slice(0, eq);
+      let value = pair.slice(eq + 1);
+      if (value === "-") {
+        if (stdinUsed) throw usageError("only one NAME=- can read stdin");
+        stdinUsed = true;
+        value = await readStdin();
+      }
+      values[name] = value;
+    }
+    const { ctx, path } = setup(cmd);
+    const result = await ctx.client.request("PUT", path, SetResult, { body: { secrets: values } });
+    info(`✓ set ${result.names.join(", ")} (revision ${result.revision})`);
+  });
+
+  withProject(secrets.command("unset").description("remove secrets").argument("<names...>")).action(
+    async (names: string[], _o, cmd: Command) => {
+      const { ctx, path } = setup(cmd);
+      const result = await ctx.client.request("DELETE", path, UnsetResult, { body: { names } });
+      info(result.removed.length ? `✓ removed ${result.removed.join(", ")}` : "nothing to remove");
+    },
+  );
+
+  const env = new Command("env").description("dotenv files and project secrets");
+  withProject(
+    env
+      .command("pull")
+      .description("write a dotenv skeleton with the names only (values never leave the server)")
+      .option("--out <path>", "file to write", ".env")
+      .option("--force", "overwrite an existing file"),
+  ).action(async (_o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const o = opts as Opts & { out: string; force?: boolean };
+    if (existsSync(o.out) && !o.force) throw new CliError(`${o.out} exists; pass --force to overwrite it`);
+    const list = await ctx.client.request("GET", path, SecretList);
+    const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(await manifestEnv())]);
+    writeFileSync(
+      o.out,
+      [...names]
+        .sort()
+        .map((n) => `${n}=`)
+        .join("\n") + (names.size ? "\n" : ""),
+      { mode: 0o600 },
+    );
+    info(`✓ wrote ${names.size} names to ${o.out}`);
+  });
+  withProject(
+    env
+      .command("push")
+      .description("upload every NAME=VALUE of a dotenv file as a secret")
+      .requiredOption("--from <path>", "dotenv file"),
+  ).action(async (_o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    const from = (opts as Opts & { from: string }).from;
+    if (!existsSync(from)) throw new CliError(`${from} not found`);
+    const values = parseDotenv(readFileSync(from, "utf8"));
+    if (Object.keys(values).length === 0) throw new CliError(`${from} has no NAME=VALUE lines`);
+    const result = await ctx.client.request("PUT", path, SetResult, { body: { secrets: values } });
+    info(`✓ pushed ${result.names.length} secrets (revision ${result.revision})`);
+  });
+  return [secrets, env];
+}
