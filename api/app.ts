@@ -24,6 +24,7 @@ import { createProjectStore } from "./projects/store.ts";
 import { createCipher } from "./secrets/cipher.ts";
 import { secretRoutes } from "./secrets/routes.ts";
 import { createSecretStore } from "./secrets/store.ts";
+import { previewRoutes } from "./sessions/preview.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { VERSION } from "./version.ts";
 
@@ -59,7 +60,8 @@ export function createServices(options: AppOptions, log: (msg: string, extra?: R
     repoAccessUrl: options.repoAccess?.url,
   });
   const tokens = createTokenStore(sql);
-  const secrets = createSecretStore(sql, options.secretsKey ? createCipher(options.secretsKey) : undefined);
+  const cipher = options.secretsKey ? createCipher(options.secretsKey) : undefined;
+  const secrets = createSecretStore(sql, cipher);
   const orchestrator = options.orchestrator;
   let platformImage: Promise<string> | undefined;
   const sessions = orchestrator
@@ -70,6 +72,7 @@ export function createServices(options: AppOptions, log: (msg: string, extra?: R
         repos,
         driver: orchestrator.driver,
         settings: orchestrator.settings,
+        cipher,
         platformImage: () => {
           platformImage ??= ensurePlatformImage(orchestrator.driver, {
             root: orchestrator.root,
@@ -127,5 +130,6 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(gitRoutes(services));
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
+  await app.register(previewRoutes(services));
   return { app, services };
 }

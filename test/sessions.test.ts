@@ -160,6 +160,34 @@ describe("sessions on real Docker", () => {
     });
   });
 
+  it("serves previews of a sandbox port through the API with a freshly signed user context", async () => {
+    const session = (await sessions()).body.sessions.find((s: { status: string }) => s.status === "running");
+    const [container] = await containerOf(session.session_id);
+    const app = await docker.getContainer(container!.Id).exec({
+      Cmd: [
+        "/opt/svc/bin/node",
+        "-e",
+        "require('http').createServer((q,s)=>s.end('preview '+q.url+' auth='+(q.headers.authorization||'none'))).listen(3000)",
+      ],
+      Detach: true,
+    });
+    await app.start({ Detach: true });
+    const url = `/${session.session_id}/preview/3000/hello?x=1`;
+    let res = await sessions(url);
+    for (let i = 0; i < 50 && res.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      res = await sessions(url);
+    }
+    expect(res.status).toBe(200);
+    expect(res.body).toBe("preview /hello?x=1 auth=none");
+    expect(
+      (await call(api.url, "GET", `/v1/projects/${project.id}/sessions/${session.session_id}/preview/3000/`)).status,
+    ).toBe(401);
+    expect((await sessions(`/${session.session_id}/preview/8000/svc/health`)).status).toBe(403);
+    // The daemon itself refuses requests that do not carry a valid signed context.
+    expect((await fetch(`${session.sandbox_url}/proxy/3000/hello`)).status).toBe(401);
+  });
+
   it("caps concurrent sessions per account with 429, even for parallel creates", async () => {
     const results = await Promise.all([1, 2, 3, 4].map(() => sessions("", "POST", {})));
     const statuses = results.map((r) => r.status).sort();

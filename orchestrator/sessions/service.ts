@@ -2,6 +2,7 @@ import { hashSecret, newSecret } from "../../api/auth/secrets.ts";
 import type { TokenStore } from "../../api/auth/token-store.ts";
 import { apiError } from "../../api/errors.ts";
 import type { Repositories } from "../../api/git/repositories.ts";
+import type { Cipher } from "../../api/secrets/cipher.ts";
 import type { SecretStore } from "../../api/secrets/store.ts";
 import { DaemonHealth } from "../../protocol/daemon.ts";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
@@ -34,6 +35,8 @@ export type SessionDeps = {
   /** Resolves the platform sandbox image (built once, then cached). */
   platformImage: () => Promise<string>;
   settings: OrchestratorSettings;
+  /** Seals the sandbox service key at rest; without it previews are unavailable. */
+  cipher: Cipher | undefined;
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
@@ -104,6 +107,7 @@ export function createSessionService(deps: SessionDeps) {
         sessionId: session.session_id,
         projectId: project.id,
         serviceKeyHash: hashSecret(serviceKey),
+        serviceKeySealed: deps.cipher?.encrypt(serviceKey, "sandbox-service-key") ?? null,
         tokenId: token.id,
       });
       const image = await resolveSessionImage(driver, {
@@ -221,6 +225,22 @@ export function createSessionService(deps: SessionDeps) {
     },
 
     list: (project: Project) => store.list(project.id),
+
+    /** Where a preview request goes and the key that signs its user context. */
+    async previewTarget(project: Project, sessionId: string): Promise<{ url: string; serviceKey: string }> {
+      const session = await load(project, sessionId);
+      const sandbox = await store.currentSandbox(session.session_id);
+      if (session.status !== "running" || !sandbox?.url || sandbox.status !== "active") {
+        throw apiError(
+          "SESSION_NOT_RUNNING",
+          `session ${session.session_id} is ${session.status}; start it to preview`,
+        );
+      }
+      const sealed = await store.sealedServiceKey(sandbox.sandbox_id);
+      if (!sealed || !deps.cipher)
+        throw apiError("NOT_CONFIGURED", "previews need the server's secrets key (SVC_SECRETS_KEY)");
+      return { url: sandbox.url, serviceKey: deps.cipher.decrypt(sealed, "sandbox-service-key") };
+    },
     get: load,
 
     async stop(project: Project, sessionId: string): Promise<SessionRecord> {

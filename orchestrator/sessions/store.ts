@@ -137,12 +137,13 @@ export function createSessionStore(sql: Sql) {
       sessionId: string;
       projectId: string;
       serviceKeyHash: string;
+      serviceKeySealed: string | null;
       tokenId: string;
     }): Promise<string> {
       const [row] = await sql.query<{ sandbox_id: string }>(
-        `insert into session_sandboxes (session_id, project_id, status, service_key_hash, token_id)
-         values ($1, $2, 'provisioning', $3, $4) returning sandbox_id`,
-        [input.sessionId, input.projectId, input.serviceKeyHash, input.tokenId],
+        `insert into session_sandboxes (session_id, project_id, status, service_key_hash, service_key_enc, token_id)
+         values ($1, $2, 'provisioning', $3, $4, $5) returning sandbox_id`,
+        [input.sessionId, input.projectId, input.serviceKeyHash, input.serviceKeySealed, input.tokenId],
       );
       return row!.sandbox_id;
     },
@@ -174,6 +175,14 @@ export function createSessionStore(sql: Sql) {
         [sessionId],
       );
       return row;
+    },
+
+    async sealedServiceKey(sandboxId: string): Promise<string | null> {
+      const [row] = await sql.query<{ service_key_enc: string | null }>(
+        "select service_key_enc from session_sandboxes where sandbox_id = $1",
+        [sandboxId],
+      );
+      return row?.service_key_enc ?? null;
     },
 
     async liveSandboxes(): Promise<SandboxRecord[]> {
