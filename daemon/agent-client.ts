@@ -1,16 +1,17 @@
+import { httpRequest } from "./http-json.ts";
+
 /** The slice of opencode's server API the daemon drives: sessions, prompts, abort, status. */
 export function createAgentClient(port: number, directory: string) {
   const base = `http://127.0.0.1:${port}`;
   const json = async <T>(method: string, path: string, body?: unknown, timeoutMs = 10_000): Promise<T> => {
-    const res = await fetch(base + path, {
-      method,
+    const res = await httpRequest(method, base + path, {
       headers: body === undefined ? {} : { "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(timeoutMs),
+      timeoutMs,
     });
-    if (!res.ok) throw new Error(`agent runtime answered ${res.status} to ${method} ${path}`);
-    const text = await res.text();
-    return (text ? JSON.parse(text) : undefined) as T;
+    if (res.status < 200 || res.status >= 300)
+      throw new Error(`agent runtime answered ${res.status} to ${method} ${path}`);
+    return (res.body ? JSON.parse(res.body) : undefined) as T;
   };
   const dir = `directory=${encodeURIComponent(directory)}`;
 

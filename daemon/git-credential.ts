@@ -1,4 +1,19 @@
 import { CloneCredential } from "../protocol/git.ts";
+import { httpRequest } from "./http-json.ts";
+
+/** A minutes-long git credential for the project, issued to the sandbox service key. */
+export async function fetchCloneCredential(
+  apiUrl: string,
+  projectId: string,
+  serviceKey: string,
+): Promise<CloneCredential> {
+  const res = await httpRequest("GET", `${apiUrl.replace(/\/+$/, "")}/projects/${projectId}/git/clone-credential`, {
+    headers: { authorization: `Bearer ${serviceKey}` },
+    timeoutMs: 15_000,
+  });
+  if (res.status !== 200) throw new Error(`the API answered ${res.status} for a clone credential`);
+  return CloneCredential.parse(JSON.parse(res.body));
+}
 
 /**
  * `svc-agent git-credential get`: git's credential-helper protocol. Answers with a minutes-long credential the
@@ -14,15 +29,13 @@ export async function gitCredentialHelper(action: string | undefined, env: NodeJ
     process.stderr.write("svc-agent git-credential: SVC_API_URL, SVC_PROJECT_ID and SVC_TOKEN are required\n");
     return 1;
   }
-  const res = await fetch(`${api.replace(/\/+$/, "")}/projects/${project}/git/clone-credential`, {
-    headers: { authorization: `Bearer ${key}` },
-    signal: AbortSignal.timeout(15_000),
-  });
-  if (!res.ok) {
-    process.stderr.write(`svc-agent git-credential: the API answered ${res.status}\n`);
+  let credential: CloneCredential;
+  try {
+    credential = await fetchCloneCredential(api, project, key);
+  } catch (err) {
+    process.stderr.write(`svc-agent git-credential: ${(err as Error).message}\n`);
     return 1;
   }
-  const credential = CloneCredential.parse(await res.json());
   process.stdout.write(`username=${credential.username}\npassword=${credential.password}\n`);
   return 0;
 }

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import type { AgentRuntimeState } from "../protocol/daemon.ts";
+import { httpRequest } from "./http-json.ts";
 
 export type RuntimeSpec = { command: string[]; env: Record<string, string>; cwd: string; port: number };
 
@@ -10,7 +11,7 @@ const KILL_GRACE_MS = 5000;
 /** True once anything answers HTTP on the port; a short timeout per try, since early connections can hang. */
 async function answers(port: number): Promise<boolean> {
   try {
-    await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(500) });
+    await httpRequest("GET", `http://127.0.0.1:${port}/`, { timeoutMs: 500 });
     return true;
   } catch {
     return false;

@@ -4,19 +4,15 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { parse as parseToml } from "smol-toml";
 import type { DaemonConfig } from "./config.ts";
+import { fetchCloneCredential } from "./git-credential.ts";
 
 const run = promisify(execFile);
 const DEFAULT_CONFIG_DIR = ".svc/agent";
 
-/** git as the daemon runs it: the helper fetches short-lived credentials from the API on demand. */
-export function credentialHelperConfig(selfPath: string): string[] {
-  return ["-c", "credential.helper=", "-c", `credential.helper=!${selfPath} git-credential`];
-}
-
-async function git(args: string[], cwd?: string): Promise<string> {
+async function git(args: string[], cwd?: string, env: Record<string, string> = {}): Promise<string> {
   const { stdout } = await run("git", args, {
     cwd,
-    env: { ...process.env, GIT_TERMINAL_PROMPT: "0" },
+    env: { ...process.env, GIT_TERMINAL_PROMPT: "0", ...env },
     maxBuffer: 64 << 20,
   });
   return stdout.trim();
@@ -29,12 +25,35 @@ async function git(args: string[], cwd?: string): Promise<string> {
 export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Promise<void> {
   mkdirSync(config.workspace, { recursive: true });
   if (existsSync(join(config.workspace, ".git"))) return;
-  const helper = credentialHelperConfig(selfPath);
-  await git([...helper, "clone", "--quiet", "--branch", config.branch, "--", config.repoUrl, config.workspace]);
-  await git(["config", "credential.helper", `!${selfPath} git-credential`], config.workspace);
-  await git(["config", "push.default", "current"], config.workspace);
-  await git(["config", "user.name", `svc agent (${config.agentName})`], config.workspace);
-  await git(["config", "user.email", "agent@svc.local"], config.workspace);
+  // The first credential is fetched here and handed to this one clone through the environment; later pushes
+  // go through the helper the clone writes into the repository's config.
+  const credential = await fetchCloneCredential(config.apiUrl, config.projectId, config.serviceKey);
+  const basic = Buffer.from(`${credential.username}:${credential.password}`).toString("base64");
+  await git(
+    [
+      "clone",
+      "--quiet",
+      "--branch",
+      config.branch,
+      "-c",
+      `credential.helper=!${selfPath} git-credential`,
+      "-c",
+      "push.default=current",
+      "-c",
+      `user.name=svc agent (${config.agentName})`,
+      "-c",
+      "user.email=agent@svc.local",
+      "--",
+      config.repoUrl,
+      config.workspace,
+    ],
+    undefined,
+    {
+      GIT_CONFIG_COUNT: "1",
+      GIT_CONFIG_KEY_0: "http.extraHeader",
+      GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
+    },
+  );
 }
 
 /** Re-pulls the session branch (fast-forward only: local commits are never thrown away). */

@@ -169,7 +169,6 @@ describe("sessions on real Docker", () => {
         "-e",
         "require('http').createServer((q,s)=>s.end('preview '+q.url+' auth='+(q.headers.authorization||'none'))).listen(3000)",
       ],
-      Detach: true,
     });
     await app.start({ Detach: true });
     const url = `/${session.session_id}/preview/3000/hello?x=1`;

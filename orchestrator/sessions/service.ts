@@ -58,7 +58,7 @@ async function waitLive(url: string, deadline: number): Promise<void> {
     } catch (err) {
       if ((err as Error).message.startsWith("the sandbox could not clone")) throw err;
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error("the sandbox did not become live before the provisioning deadline");
 }

@@ -2,6 +2,7 @@
 import postgres from "postgres";
 import { benchCrRead } from "./cr-read.ts";
 import { benchMergePreview } from "./merge-preview.ts";
+import { benchDaemonProxy, benchSessionStart } from "./sandbox.ts";
 
 const lines: string[] = [];
 let ok = true;
@@ -32,6 +33,16 @@ try {
   lines.push(`CR read (postgres): skipped, no server at ${pgUrl} (${(err as Error).message})`);
 } finally {
   await admin.end();
+}
+
+const proxy = await benchDaemonProxy();
+lines.push(...proxy.lines);
+ok &&= proxy.ok;
+
+if (process.env.SVC_BENCH_SKIP_DOCKER !== "1") {
+  const sandbox = await benchSessionStart();
+  lines.push(...sandbox.lines);
+  ok &&= sandbox.ok;
 }
 
 console.log(`\n${lines.join("\n")}`);
