@@ -13,11 +13,24 @@ export function hasServiceKey(req: IncomingMessage, serviceKey: string): boolean
 
 export type ContextCheck = { ok: true } | { ok: false; reason: string };
 
-/** Everything outside /svc/*: a valid, unexpired X-Svc-User-Context signed with SVC_TOKEN for this session. */
-export function checkUserContext(req: IncomingMessage, serviceKey: string, sessionId: string): ContextCheck {
-  const raw = req.headers[USER_CONTEXT_HEADER];
-  const check = verifyUserContext(serviceKey, Array.isArray(raw) ? raw[0] : raw);
-  if (!check.ok) return { ok: false, reason: check.reason };
-  if (sessionId && check.context.session_id !== sessionId) return { ok: false, reason: "wrong_session" };
-  return { ok: true };
+/**
+ * Everything outside /svc/*: a valid, unexpired X-Svc-User-Context signed with SVC_TOKEN for this session.
+ * A browser or client repeats the same header on every request, so a verified header is remembered until it
+ * expires: the HMAC and parse run once per header, not once per request.
+ */
+export function createUserContextCheck(serviceKey: string, sessionId: string, maxEntries = 1024) {
+  const verified = new Map<string, number>();
+  return function check(req: IncomingMessage): ContextCheck {
+    const raw = req.headers[USER_CONTEXT_HEADER];
+    const header = Array.isArray(raw) ? raw[0] : raw;
+    const now = Date.now() / 1000;
+    const known = header ? verified.get(header) : undefined;
+    if (known !== undefined && known > now) return { ok: true };
+    const result = verifyUserContext(serviceKey, header, now);
+    if (!result.ok) return { ok: false, reason: result.reason };
+    if (sessionId && result.context.session_id !== sessionId) return { ok: false, reason: "wrong_session" };
+    if (verified.size >= maxEntries) verified.clear();
+    verified.set(header!, result.context.exp);
+    return { ok: true };
+  };
 }

@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { AbortBody, EnvBody, PromptBody } from "../protocol/daemon.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
-import { checkUserContext, hasServiceKey } from "./auth.ts";
+import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 
 export type ControlHandlers = {
   health(): Promise<unknown>;
@@ -82,6 +82,7 @@ export function createDaemonServer(deps: ServerDeps) {
     }
   });
 
+  const checkUserContext = createUserContextCheck(deps.serviceKey, deps.sessionId);
   const controls: Record<string, (body: unknown) => Promise<unknown>> = {
     "/svc/refresh": () => deps.control.refresh(),
     "/svc/prompt": (body) => deps.control.prompt(parse(PromptBody, body)),
@@ -91,7 +92,7 @@ export function createDaemonServer(deps: ServerDeps) {
 
   /** Where a non-/svc request goes, after the user-context check; undefined when it was already answered. */
   function route(req: IncomingMessage, answer: (status: number, body: unknown) => void): string | undefined {
-    const auth = checkUserContext(req, deps.serviceKey, deps.sessionId);
+    const auth = checkUserContext(req);
     if (!auth.ok) {
       answer(401, { error: `missing or invalid ${USER_CONTEXT_HEADER} (${auth.reason})` });
       return undefined;

@@ -1,6 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
-import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import autocannon from "autocannon";
@@ -57,7 +56,9 @@ export async function benchSessionStart() {
     const rssMb = Number(rss.split(/\s+/)[0]) / 1024;
     await sessions(`/${warm}`, "DELETE");
 
-    const bare = await timeRuns(SESSIONS, async () => execFileSync("docker", ["run", "--rm", "--entrypoint", "true", image]));
+    const bare = await timeRuns(SESSIONS, async () =>
+      execFileSync("docker", ["run", "--rm", "--entrypoint", "true", image]),
+    );
     const ids: string[] = [];
     const starts = await timeRuns(SESSIONS, async () => {
       const id = await startOne();
@@ -80,9 +81,12 @@ export async function benchSessionStart() {
 
 /** The daemon's proxy against direct requests to the same upstream, same run. */
 export async function benchDaemonProxy() {
-  const upstream = createServer((_req, res) => res.end("ok"));
+  // The upstream runs in its own process, like a dev server in a sandbox; the load generator is this process.
   const upstreamPort = await freePort();
-  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", r));
+  const upstream = spawn(process.execPath, [
+    "-e",
+    `require("http").createServer((q, s) => s.end("ok")).listen(${upstreamPort}, "127.0.0.1")`,
+  ]);
   const daemonPort = await freePort();
   const key = "svc_sk_bench-service-key-00000000000000";
   const daemon = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "../../daemon/main.ts")], {
@@ -142,6 +146,6 @@ export async function benchDaemonProxy() {
     };
   } finally {
     daemon.kill("SIGKILL");
-    upstream.close();
+    upstream.kill("SIGKILL");
   }
 }
