@@ -6,7 +6,6 @@ export type ReconcilerDeps = {
   driver: SandboxDriver;
   store: SessionStore;
   sessions: SessionService;
-  provisionTimeoutMs: number;
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
@@ -40,11 +39,9 @@ export function createReconciler(deps: ReconcilerDeps) {
 
     for (const sandbox of live) {
       if (sessions.isProvisioning(sandbox.session_id)) continue;
+      // Only the leading orchestrator provisions, so a provisioning sandbox it is not working on was orphaned.
       const container = containers.find((c) => c.labels[SANDBOX_LABEL] === sandbox.sandbox_id);
-      const stale =
-        sandbox.status === "provisioning" && Date.now() - sandbox.created_at.getTime() > deps.provisionTimeoutMs;
       if (sandbox.status === "active" && container?.running) continue;
-      if (sandbox.status === "provisioning" && !stale && container) continue;
       const reason = sandbox.status === "active" ? "the sandbox container is gone" : "provisioning was interrupted";
       await sessions.closeSandbox(sandbox, sandbox.status === "active" ? "stopped" : "error", reason);
       closedSandboxes += 1;

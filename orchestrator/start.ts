@@ -56,7 +56,6 @@ export function startBackgroundWork(
     driver: orchestrator.driver,
     store,
     sessions,
-    provisionTimeoutMs: orchestrator.settings.provisionTimeoutMs,
     log: options.log,
   });
   const sweep = createIdleSweeper({ store, sessions, idleMs: options.idleMs, log: options.log });

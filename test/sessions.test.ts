@@ -283,7 +283,6 @@ describe("sessions on real Docker", () => {
       driver: createDockerDriver({ servicePort: 8000 }),
       store: createSessionStore(db.sql),
       sessions: api.services.sessions!,
-      provisionTimeoutMs: 60_000,
       log: () => {},
     });
     const result = await reconcile();

@@ -20,12 +20,18 @@ export function readPid(paths: SelfHostPaths): number | undefined {
   }
 }
 
+/** A process that exists and is not a zombie (a killed API can linger as one until its parent reaps it). */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return true;
   }
 }
 

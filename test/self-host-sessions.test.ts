@@ -1,0 +1,74 @@
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type Docker from "dockerode";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cliHome, freePort, svc } from "./support/cli.ts";
+import { requireDocker } from "./support/docker.ts";
+
+const GIT_ENV = {
+  GIT_AUTHOR_NAME: "Dev",
+  GIT_AUTHOR_EMAIL: "d@e.test",
+  GIT_COMMITTER_NAME: "Dev",
+  GIT_COMMITTER_EMAIL: "d@e.test",
+};
+
+describe("a new user's path: self-host start, init, ship, sessions (real CLI, real Docker)", () => {
+  const home = cliHome();
+  const app = join(home.dir, "app");
+  let docker: Docker;
+  const run = (args: string[]) => svc(args, { env: home.env, cwd: app });
+  const containersOf = (session: string) =>
+    docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${session}`] } });
+
+  beforeAll(async () => {
+    docker = await requireDocker();
+    const start = await svc(["self-host", "start", "--port", String(await freePort())], { env: home.env });
+    expect(start.code, start.stderr).toBe(0);
+    mkdirSync(app);
+    await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
+      cwd: app,
+      env: GIT_ENV,
+    });
+    expect((await run(["init"])).code).toBe(0);
+    await execa("bash", ["-c", "git add -A && git commit -qm scaffold"], { cwd: app, env: GIT_ENV });
+    const ship = await run(["ship"]);
+    expect(ship.code, ship.stderr).toBe(0);
+  }, 300_000);
+  afterAll(async () => {
+    const project = JSON.parse(readFileSync(join(app, ".svc", "link.json"), "utf8")).project_id;
+    await svc(["self-host", "stop"], { env: home.env });
+    for (const c of await docker.listContainers({ all: true, filters: { label: [`dev.svc.project=${project}`] } })) {
+      await docker.getContainer(c.Id).remove({ force: true });
+    }
+  });
+
+  it("starts a session that reaches running; info --json has its status", async () => {
+    const created = await run(["sessions", "new"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = created.stdout.trim();
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    const info = JSON.parse((await run(["sessions", "info", id, "--json"])).stdout);
+    expect(info).toMatchObject({ session_id: id, status: "running", branch: id, base_ref: "main" });
+    expect(await containersOf(id)).toHaveLength(1);
+  });
+
+  it("survives SIGKILL of the API mid-provision: no orphaned container, no session stuck provisioning", async () => {
+    const created = await run(["sessions", "new", "--no-wait"]);
+    const id = created.stdout.trim();
+    const pid = Number(readFileSync(join(home.env.SVC_HOME!, "run", "api.pid"), "utf8"));
+    process.kill(pid, "SIGKILL");
+    const restarted = await svc(["self-host", "start"], { env: home.env });
+    expect(restarted.code, restarted.stderr).toBe(0);
+    let info = JSON.parse((await run(["sessions", "info", id, "--json"])).stdout);
+    for (let i = 0; i < 50 && info.status === "provisioning"; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      info = JSON.parse((await run(["sessions", "info", id, "--json"])).stdout);
+    }
+    expect(info.status).toBe("failed");
+    expect(info.error).toBe("provisioning was interrupted");
+    expect(await containersOf(id)).toHaveLength(0);
+    const sessions = JSON.parse((await run(["sessions", "ls", "--json"])).stdout);
+    expect(sessions.filter((s: { status: string }) => s.status === "provisioning")).toHaveLength(0);
+  });
+});
