@@ -296,6 +296,22 @@ describe("sessions on real Docker", () => {
     expect(await reconcile()).toEqual({ removedContainers: 0, closedSandboxes: 0, failedSessions: 0 });
   });
 
+  it("fails a session whose .svc/Dockerfile does not build, showing the build log", async () => {
+    const repo = await workRepo(authedUrl(project.repo_url, user.token));
+    await repo.git(["fetch", "-q", "origin"]);
+    await repo.checkout("broken-image", { create: true, from: "origin/main" });
+    await repo.commit("bad dockerfile", {
+      ".svc/Dockerfile": "ARG SVC_BASE_IMAGE\nFROM ${SVC_BASE_IMAGE}\nRUN echo building-step && exit 3\n",
+    });
+    expect((await repo.push("broken-image")).code).toBe(0);
+    const created = await sessions("", "POST", { base_ref: "broken-image" });
+    const session = await waitStatus(created.body.session_id, ["failed", "running"]);
+    expect(session.status).toBe("failed");
+    expect(session.error).toMatch(/image build/);
+    expect(session.error).toContain("building-step");
+    expect(await containerOf(session.session_id)).toHaveLength(0);
+  });
+
   it("fails a session whose base branch does not exist, leaving no container", async () => {
     const created = await sessions("", "POST", { base_ref: "no-such-branch" });
     const session = await waitStatus(created.body.session_id, ["failed", "running"]);

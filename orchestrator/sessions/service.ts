@@ -10,6 +10,7 @@ import type { Project } from "../../protocol/project.ts";
 import type { CreateSessionBody } from "../../protocol/session.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
+import { ImageBuildError } from "../sandbox/docker-driver.ts";
 import type { SandboxDriver } from "../sandbox/driver.ts";
 import { hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
 import type { SandboxRecord, SessionRecord, SessionStore } from "./store.ts";
@@ -157,7 +158,11 @@ export function createSessionService(deps: SessionDeps) {
         await teardownSandbox(sandboxId, containerId, tokenId, "stopped");
       }
     } catch (err) {
-      const message = (err as Error).message;
+      // A failed image build keeps the end of its log with the error: that is what the user needs to fix it.
+      const message =
+        err instanceof ImageBuildError
+          ? `${err.message}\n${err.log.trim().split("\n").slice(-30).join("\n")}`.slice(-8000)
+          : (err as Error).message;
       deps.log("provisioning failed", { session: session.session_id, error: message });
       if (sandboxId) await store.updateSandbox(sandboxId, { status: "error", error: message });
       await teardownSandbox(sandboxId, containerId, tokenId, "error").catch(() => {});
