@@ -7,13 +7,7 @@ import { git } from "../api/git/run.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { type CliEnv, cliHome, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-
-const GIT_ENV = {
-  GIT_AUTHOR_NAME: "Dev",
-  GIT_AUTHOR_EMAIL: "dev@example.test",
-  GIT_COMMITTER_NAME: "Dev",
-  GIT_COMMITTER_EMAIL: "dev@example.test",
-};
+import { GIT_ENV } from "./support/git-fixture.ts";
 
 describe("the svc CLI against a real API: login, hosts, projects, init, ship and cr", () => {
   let db: TestDatabase;

@@ -5,13 +5,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHome, freePort, svc } from "./support/cli.ts";
 import { requireDocker } from "./support/docker.ts";
-
-const GIT_ENV = {
-  GIT_AUTHOR_NAME: "Dev",
-  GIT_AUTHOR_EMAIL: "d@e.test",
-  GIT_COMMITTER_NAME: "Dev",
-  GIT_COMMITTER_EMAIL: "d@e.test",
-};
+import { GIT_ENV } from "./support/git-fixture.ts";
 
 describe("a new user's path: self-host start, init, ship, sessions (real CLI, real Docker)", () => {
   const home = cliHome();

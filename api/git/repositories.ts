@@ -91,6 +91,30 @@ export function createRepositories(options: RepositoriesOptions) {
     return mirrorDir(p.id);
   }
 
+  /** The one way a branch is written: compare-and-swap locally, a non-forced (or leased) push remotely. */
+  async function writeBranch(
+    p: RepoRef,
+    branch: string,
+    sha: string,
+    guard: { expected: string; pushArgs: string[] },
+  ): Promise<boolean> {
+    const dir = dirOf(p);
+    try {
+      const { exitCode } =
+        p.repo_kind === "managed"
+          ? await git(["update-ref", `refs/heads/${branch}`, sha, guard.expected], { dir, okCodes: [1, 128] })
+          : await git([...PUSH, ...guard.pushArgs, "origin", `${sha}:refs/heads/${branch}`], {
+              dir,
+              env: remoteEnv,
+              okCodes: [1],
+              timeoutMs: 600_000,
+            });
+      return exitCode === 0;
+    } finally {
+      invalidate(p);
+    }
+  }
+
   function invalidate(p: RepoRef): void {
     tipsCache.invalidate(dirOf(p));
     fetchedAt.delete(p.id);
@@ -124,54 +148,13 @@ export function createRepositories(options: RepositoriesOptions) {
      * Moves `branch` from `oldSha` to `newSha` and nothing else: update-ref with the old value for managed
      * repositories, a non-forced push for external ones. False when the branch had moved meanwhile.
      */
-    async updateBranch(p: RepoRef, branch: string, newSha: string, oldSha: string): Promise<boolean> {
-      const dir = dirOf(p);
-      try {
-        if (p.repo_kind === "managed") {
-          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, newSha, oldSha], {
-            dir,
-            okCodes: [1, 128],
-          });
-          return exitCode === 0;
-        }
-        const { exitCode } = await git([...PUSH, "--porcelain", "origin", `${newSha}:refs/heads/${branch}`], {
-          dir,
-          env: remoteEnv,
-          okCodes: [1],
-          timeoutMs: 600_000,
-        });
-        return exitCode === 0;
-      } finally {
-        invalidate(p);
-      }
-    },
+    updateBranch: (p: RepoRef, branch: string, newSha: string, oldSha: string) =>
+      writeBranch(p, branch, newSha, { expected: oldSha, pushArgs: [] }),
 
     /** Creates `branch` at `fromSha`; false when it already exists. Generic backends push the new ref. */
-    async createBranch(p: RepoRef, branch: string, fromSha: string): Promise<boolean> {
-      const dir = dirOf(p);
-      try {
-        if (p.repo_kind === "managed") {
-          const { exitCode } = await git(["update-ref", `refs/heads/${branch}`, fromSha, ZERO_SHA], {
-            dir,
-            okCodes: [1, 128],
-          });
-          return exitCode === 0;
-        }
-        // An empty lease means "must not exist yet": create-only, never moving an existing branch.
-        const { exitCode } = await git(
-          [...PUSH, `--force-with-lease=refs/heads/${branch}:`, "origin", `${fromSha}:refs/heads/${branch}`],
-          {
-            dir,
-            env: remoteEnv,
-            okCodes: [1],
-            timeoutMs: 600_000,
-          },
-        );
-        return exitCode === 0;
-      } finally {
-        invalidate(p);
-      }
-    },
+    createBranch: (p: RepoRef, branch: string, fromSha: string) =>
+      // An empty lease means "must not exist yet": create-only, never moving an existing branch.
+      writeBranch(p, branch, fromSha, { expected: ZERO_SHA, pushArgs: [`--force-with-lease=refs/heads/${branch}:`] }),
   };
 }
 

@@ -83,23 +83,19 @@ export function sessionsCommand(): Command {
     if (o.wait) info(`✓ session ${s.session_id} is ${s.status}`);
   });
 
-  withProject(
-    sessions.command("restart").description("re-provision in place (fresh sandbox and token)").argument("<id>"),
-  ).action(async (id: string, _o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
-    const s = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/restart`), Session);
-    if (opts.json) return printJson(s);
-    info(`✓ session ${s.session_id} restarting`);
-  });
-
-  withProject(
-    sessions.command("stop").description("stop the sandbox; the branch and record stay").argument("<id>"),
-  ).action(async (id: string, _o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
-    const s = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/stop`), Session);
-    if (opts.json) return printJson(s);
-    info(`✓ session ${s.session_id} stopped`);
-  });
+  for (const [verb, describe, done] of [
+    ["restart", "re-provision in place (fresh sandbox and token)", "restarting"],
+    ["stop", "stop the sandbox; the branch and record stay", "stopped"],
+  ] as const) {
+    withProject(sessions.command(verb).description(describe).argument("<id>")).action(
+      async (id: string, _o, cmd: Command) => {
+        const { opts, ctx, path } = setup(cmd);
+        const s = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/${verb}`), Session);
+        if (opts.json) return printJson(s);
+        info(`✓ session ${s.session_id} ${done}`);
+      },
+    );
+  }
 
   withProject(
     sessions.command("rm").description("stop and delete (the branch and its CRs stay)").argument("<id>"),

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { execa } from "execa";
 
-const ENV = {
+/** A fixed identity and no user or system config: every test's git behaves the same. */
+export const GIT_ENV = {
   GIT_CONFIG_NOSYSTEM: "1",
   GIT_CONFIG_GLOBAL: "/dev/null",
   GIT_TERMINAL_PROMPT: "0",
@@ -27,7 +28,7 @@ export type WorkRepo = Awaited<ReturnType<typeof workRepo>>;
 export async function workRepo(remote: string, options: { defaultBranch?: string } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "svc-work-"));
   const run = async (args: string[], opts: { reject?: boolean } = {}) => {
-    const r = await execa("git", args, { cwd: dir, env: ENV, reject: opts.reject ?? true });
+    const r = await execa("git", args, { cwd: dir, env: GIT_ENV, reject: opts.reject ?? true });
     return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
   };
   await run(["init", "-q", "-b", options.defaultBranch ?? "main"]);
