@@ -301,7 +301,7 @@ describe("sessions on real Docker", () => {
     await repo.git(["fetch", "-q", "origin"]);
     await repo.checkout("broken-image", { create: true, from: "origin/main" });
     await repo.commit("bad dockerfile", {
-      ".svc/Dockerfile": "ARG SVC_BASE_IMAGE\nFROM ${SVC_BASE_IMAGE}\nRUN echo building-step && exit 3\n",
+      ".svc/Dockerfile": "ARG SVC_BASE_IMAGE\nFROM $SVC_BASE_IMAGE\nRUN echo building-step && exit 3\n",
     });
     expect((await repo.push("broken-image")).code).toBe(0);
     const created = await sessions("", "POST", { base_ref: "broken-image" });
