@@ -28,6 +28,9 @@ import { previewRoutes } from "./sessions/preview.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { VERSION } from "./version.ts";
 
+/** The project secret that authenticates the service to a private external repository. */
+export const PROJECT_REPO_TOKEN_SECRET = "GIT_ACCESS_TOKEN";
+
 export type AppOptions = {
   sql: Sql;
   /** Repositories, mirrors and git hooks live here. */
@@ -54,14 +57,17 @@ export function createServices(options: AppOptions, log: (msg: string, extra?: R
   const { sql } = options;
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
+
+  const tokens = createTokenStore(sql);
+  const cipher = options.secretsKey ? createCipher(options.secretsKey) : undefined;
+  const secrets = createSecretStore(sql, cipher);
   const repos = createRepositories({
     dataDir: options.dataDir,
     repoAccessToken: options.repoAccess?.token,
     repoAccessUrl: options.repoAccess?.url,
+    projectAccessToken: async (projectId) =>
+      cipher ? (await secrets.values(projectId)).values[PROJECT_REPO_TOKEN_SECRET] : undefined,
   });
-  const tokens = createTokenStore(sql);
-  const cipher = options.secretsKey ? createCipher(options.secretsKey) : undefined;
-  const secrets = createSecretStore(sql, cipher);
   const orchestrator = options.orchestrator;
   let platformImage: Promise<string> | undefined;
   const sessions = orchestrator

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -6,7 +6,7 @@ import { git } from "../api/git/run.ts";
 import type { Project } from "../protocol/project.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { type WorkRepo, workRepo } from "./support/git-fixture.ts";
+import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 
 describe("change requests on an external repository (any git URL or path)", () => {
   let db: TestDatabase;
@@ -123,6 +123,46 @@ describe("change requests on an external repository (any git URL or path)", () =
     const read = await call(api.url, "GET", `${path}/${cr.body.cr_id}`, { token: user.token });
     expect(read.status).toBe(200);
     expect((await call(api.url, "GET", `${path}/${cr.body.cr_id}/diff`, { token: user.token })).status).toBe(502);
+  });
+
+  it("authenticates to a private remote with the project's GIT_ACCESS_TOKEN secret", async () => {
+    // A private HTTP remote: another project's managed repository on this very server.
+    const upstream = (
+      await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Private upstream" } })
+    ).body;
+    const pusher = await workRepo(authedUrl(upstream.repo_url, user.token));
+    await pusher.commit("private", { "secret.txt": "s\n" });
+    await pusher.checkout("topic", { create: true });
+    await pusher.commit("topic", { "topic.txt": "t\n" });
+    expect((await pusher.push("main", "topic")).code).toBe(0);
+
+    const mirror = (
+      await call(api.url, "POST", "/v1/projects", {
+        token: user.token,
+        body: { name: "Mirror of private", repo_url: upstream.repo_url },
+      })
+    ).body;
+    const crs = `/v1/projects/${mirror.id}/change-requests`;
+    const without = await call(api.url, "POST", crs, {
+      token: user.token,
+      body: { title: "no creds", head_ref: "topic" },
+    });
+    expect(without.body.head_commit_sha).toBeNull();
+
+    await call(api.url, "PUT", `/v1/projects/${mirror.id}/secrets`, {
+      token: user.token,
+      body: { secrets: { GIT_ACCESS_TOKEN: user.token } },
+    });
+    const withToken = await call(api.url, "POST", crs, {
+      token: user.token,
+      body: { title: "with creds", head_ref: "topic" },
+    });
+    expect(withToken.status).toBe(201);
+    expect(withToken.body.head_commit_sha).toBe(await pusher.sha("topic"));
+    const diff = await call(api.url, "GET", `${crs}/${withToken.body.cr_id}/diff`, { token: user.token });
+    expect(diff.body.files.map((f: { path: string }) => f.path)).toEqual(["topic.txt"]);
+    const mirrorConfig = readFileSync(join(api.dataDir, "mirrors", `${mirror.id}.git`, "config"), "utf8");
+    expect(mirrorConfig).not.toContain(user.token);
   });
 
   it("never shows credentials embedded in a repository URL", async () => {

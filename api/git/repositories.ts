@@ -24,6 +24,8 @@ export type RepositoriesOptions = {
   /** The self-host repository-access token, sent only to remotes under `repoAccessUrl`. */
   repoAccessToken?: string;
   repoAccessUrl?: string;
+  /** A project's own token for its external repository (its `GIT_ACCESS_TOKEN` secret). */
+  projectAccessToken?: (projectId: string) => Promise<string | undefined>;
 };
 
 /**
@@ -33,15 +35,25 @@ export type RepositoriesOptions = {
  */
 export function createRepositories(options: RepositoriesOptions) {
   const tipsCache = createTipsCache({ ttlMs: options.tipsTtlMs ?? 1000 });
-  // Passed through the environment, not argv, so the token never shows in a process listing.
-  const remoteEnv: Record<string, string> = options.repoAccessToken
-    ? {
-        ...PROTOCOL_ENV,
-        GIT_CONFIG_COUNT: "1",
-        GIT_CONFIG_KEY_0: `http.${options.repoAccessUrl ?? "https://github.com/"}.extraHeader`,
-        GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(`x-access-token:${options.repoAccessToken}`).toString("base64")}`,
-      }
-    : PROTOCOL_ENV;
+  /**
+   * Credentials for a remote, passed through the environment (never argv, never the mirror's config) and each
+   * scoped by URL prefix: the project's own `GIT_ACCESS_TOKEN` secret for its repository, the self-host token
+   * for its host. Neither is ever sent anywhere else.
+   */
+  async function remoteEnv(p: RepoRef): Promise<Record<string, string>> {
+    const headers: [string, string][] = [];
+    const own = p.repo_url && /^https?:\/\//.test(p.repo_url) ? await options.projectAccessToken?.(p.id) : undefined;
+    if (own) headers.push([p.repo_url!, own]);
+    if (options.repoAccessToken)
+      headers.push([options.repoAccessUrl ?? "https://github.com/", options.repoAccessToken]);
+    const env: Record<string, string> = { ...PROTOCOL_ENV, GIT_CONFIG_COUNT: String(headers.length) };
+    headers.forEach(([url, token], i) => {
+      env[`GIT_CONFIG_KEY_${i}`] = `http.${url}.extraHeader`;
+      env[`GIT_CONFIG_VALUE_${i}`] =
+        `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString("base64")}`;
+    });
+    return env;
+  }
   const mirrorMaxAge = options.mirrorMaxAgeMs ?? 2000;
   const fetchedAt = new Map<string, number>();
   const fetching = new Map<string, Promise<void>>();
@@ -60,13 +72,13 @@ export function createRepositories(options: RepositoriesOptions) {
           rmSync(dir, { recursive: true, force: true });
           mkdirSync(join(options.dataDir, "mirrors"), { recursive: true });
           await git(["clone", "--mirror", "--quiet", "--", p.repo_url!, dir], {
-            env: remoteEnv,
+            env: await remoteEnv(p),
             timeoutMs: 600_000,
           });
           return;
         }
       }
-      await git(["fetch", "--prune", "--quiet", "origin"], { dir, env: remoteEnv, timeoutMs: 600_000 });
+      await git(["fetch", "--prune", "--quiet", "origin"], { dir, env: await remoteEnv(p), timeoutMs: 600_000 });
     } catch (err) {
       throw new RepoUnavailableError(err instanceof GitError ? err.message : String(err));
     }
@@ -105,7 +117,7 @@ export function createRepositories(options: RepositoriesOptions) {
           ? await git(["update-ref", `refs/heads/${branch}`, sha, guard.expected], { dir, okCodes: [1, 128] })
           : await git([...PUSH, ...guard.pushArgs, "origin", `${sha}:refs/heads/${branch}`], {
               dir,
-              env: remoteEnv,
+              env: await remoteEnv(p),
               okCodes: [1],
               timeoutMs: 600_000,
             });
