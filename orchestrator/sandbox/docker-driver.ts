@@ -81,7 +81,9 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
       try {
         await docker.getContainer(id).remove({ force: true, v: true });
       } catch (err) {
-        if ((err as { statusCode?: number }).statusCode !== 404) throw err;
+        // 404: already gone; 409: another removal of it is under way. Either way it is going.
+        const code = (err as { statusCode?: number }).statusCode;
+        if (code !== 404 && code !== 409) throw err;
       }
     },
 
