@@ -2,17 +2,26 @@ import { createServer, Agent as HttpAgent, type IncomingMessage, type ServerResp
 import type { Duplex } from "node:stream";
 import httpProxy from "http-proxy";
 import type { z } from "zod";
-import { AbortBody, EnvBody, PromptBody } from "../protocol/daemon.ts";
+import {
+  AbortBody,
+  type AbortResult,
+  type DaemonHealth,
+  EnvBody,
+  type EnvResult,
+  type PromptAccepted,
+  PromptBody,
+  type RefreshResult,
+} from "../protocol/daemon.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 
 export type ControlHandlers = {
-  health(): Promise<unknown>;
-  refresh(): Promise<unknown>;
-  prompt(body: PromptBody): Promise<unknown>;
-  abort(body: AbortBody): Promise<unknown>;
-  env(body: EnvBody): Promise<unknown>;
+  health(): Promise<DaemonHealth>;
+  refresh(): Promise<RefreshResult>;
+  prompt(body: PromptBody): Promise<PromptAccepted>;
+  abort(body: AbortBody): Promise<AbortResult>;
+  env(body: EnvBody): Promise<EnvResult>;
   runtimeReady(): boolean;
 };
 

@@ -56,11 +56,3 @@ export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 
 export const SessionList = z.object({ sessions: z.array(Session) });
 export type SessionList = z.infer<typeof SessionList>;
-
-/** 429 body when the account's concurrent-session cap is reached. */
-export const SessionCapError = z.object({
-  error: z.string(),
-  code: z.string(),
-  limit: z.number(),
-  current: z.number(),
-});
