@@ -34,6 +34,13 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
         ],
       },
       {
+        when: "Wait for a long time",
+        steps: [
+          { tool: "bash", args: { command: "sleep 120", description: "wait", timeout: 300000 } },
+          { text: "done waiting" },
+        ],
+      },
+      {
         when: "open a change request",
         steps: [
           {
@@ -138,4 +145,56 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     const { stdout } = await git(["show", "main:agent.txt"], { dir: bare });
     expect(stdout).toBe("from-the-agent\n");
   }, 180_000);
+
+  it("reports a running agent as busy (never idle) and aborts it on POST /svc/abort", async () => {
+    const [session] = (await call(api.url, "GET", `/v1/projects/${project.id}/sessions`, { token: user.token })).body
+      .sessions;
+    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${session.session_id}`] } });
+    const env = (await docker.getContainer(container!.Id).inspect()).Config.Env;
+    const auth = { authorization: `Bearer ${env.find((e) => e.startsWith("SVC_TOKEN="))!.slice("SVC_TOKEN=".length)}` };
+    const health = async () => (await (await fetch(`${session.sandbox_url}/svc/health`)).json()) as { busy: boolean };
+
+    await fetch(`${session.sandbox_url}/svc/prompt`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ text: "Wait for a long time." }),
+    });
+    let busy = false;
+    for (let i = 0; i < 60 && !busy; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      busy = (await health()).busy;
+    }
+    expect(busy).toBe(true);
+
+    const aborted = await fetch(`${session.sandbox_url}/svc/abort`, { method: "POST", headers: auth, body: "{}" });
+    expect(aborted.status).toBe(200);
+    expect((await aborted.json()).aborted.length).toBeGreaterThanOrEqual(1);
+    for (let i = 0; i < 40 && busy; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      busy = (await health()).busy;
+    }
+    expect(busy).toBe(false);
+  }, 120_000);
+
+  it("re-pulls the session branch and restarts the runtime in place on POST /svc/refresh", async () => {
+    const [session] = (await call(api.url, "GET", `/v1/projects/${project.id}/sessions`, { token: user.token })).body
+      .sessions;
+    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${session.session_id}`] } });
+    const env = (await docker.getContainer(container!.Id).inspect()).Config.Env;
+    const auth = { authorization: `Bearer ${env.find((e) => e.startsWith("SVC_TOKEN="))!.slice("SVC_TOKEN=".length)}` };
+    // Someone pushes to the session branch from outside the sandbox.
+    const outside = await workRepo(authedUrl(project.repo_url, user.token));
+    await outside.git(["fetch", "-q", "origin", session.session_id]);
+    await outside.checkout("side", { create: true, from: "FETCH_HEAD" });
+    const pushed = await outside.commit("from outside", { "outside.txt": "o\n" });
+    expect((await outside.push(`HEAD:refs/heads/${session.session_id}`)).code).toBe(0);
+
+    const before = (await (await fetch(`${session.sandbox_url}/svc/health`)).json()).agent.pid;
+    const refresh = await fetch(`${session.sandbox_url}/svc/refresh`, { method: "POST", headers: auth, body: "{}" });
+    expect(refresh.status).toBe(200);
+    expect(await refresh.json()).toEqual({ commit: pushed, restarted: true });
+    const health = await (await fetch(`${session.sandbox_url}/svc/health`)).json();
+    expect(health.repo.commit).toBe(pushed);
+    expect(health.agent.pid).not.toBe(before);
+  }, 120_000);
 });
