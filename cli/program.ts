@@ -60,6 +60,9 @@ function selfHostCommand(): Command {
   return selfHost;
 }
 
+/** SPEC commands this build does not have yet: never mistaken for a new project's name. */
+const NOT_YET = ["triggers", "update", "uninstall", "channels"];
+
 /** Edit distance, to tell a mistyped command from a new project's name. */
 function distance(a: string, b: string): number {
   const row = Array.from({ length: b.length + 1 }, (_, i) => i);
@@ -107,6 +110,7 @@ export function buildProgram(): Command {
     .argument("[project-name]", "scaffold a new project in ./<project-name>")
     .action((name: string | undefined) => {
       if (!name) return program.help({ error: false });
+      if (NOT_YET.includes(name)) throw usageError(`unknown command '${name}': not in this version of svc`);
       const commands = program.commands.flatMap((c) => [c.name(), ...c.aliases()]);
       const near = commands.find((c) => distance(c, name) <= 2);
       if (near) throw usageError(`unknown command '${name}' (did you mean ${near}?)`);
