@@ -53,7 +53,11 @@ export type AppOptions = {
 };
 
 /** Everything the routes need, built once from the database handle and the data directory. */
-export function createServices(options: AppOptions, log: (msg: string, extra?: Record<string, unknown>) => void) {
+export function createServices(
+  options: AppOptions,
+  installationId: string,
+  log: (msg: string, extra?: Record<string, unknown>) => void,
+) {
   const { sql } = options;
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
@@ -78,6 +82,7 @@ export function createServices(options: AppOptions, log: (msg: string, extra?: R
         repos,
         driver: orchestrator.driver,
         settings: orchestrator.settings,
+        installationId,
         cipher,
         platformImage: () => {
           platformImage ??= ensurePlatformImage(orchestrator.driver, {
@@ -95,6 +100,7 @@ export function createServices(options: AppOptions, log: (msg: string, extra?: R
   return {
     sql,
     repos,
+    installationId,
     sessions,
     reposDir: join(options.dataDir, "repos"),
     hooksDir: installHooks(options.dataDir),
@@ -126,7 +132,8 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
       disableRequestLogging: options.logLevel !== "debug" && options.logLevel !== "trace",
     }),
   });
-  const services = createServices(options, (msg, extra) => app.log.warn(extra ?? {}, msg));
+  const [installation] = await options.sql.query<{ id: string }>("select id from installation");
+  const services = createServices(options, installation!.id, (msg, extra) => app.log.warn(extra ?? {}, msg));
   registerErrorHandler(app);
   registerAuthentication(app, services);
   await app.register(healthRoutes({ sql: options.sql, version: VERSION }));

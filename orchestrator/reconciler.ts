@@ -1,11 +1,12 @@
 import type { SandboxDriver } from "./sandbox/driver.ts";
-import { SANDBOX_LABEL, type SessionService } from "./sessions/service.ts";
+import { INSTALLATION_LABEL, SANDBOX_LABEL, type SessionService } from "./sessions/service.ts";
 import type { SessionStore } from "./sessions/store.ts";
 
 export type ReconcilerDeps = {
   driver: SandboxDriver;
   store: SessionStore;
   sessions: SessionService;
+  installationId: string;
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
@@ -21,7 +22,8 @@ export function createReconciler(deps: ReconcilerDeps) {
     closedSandboxes: number;
     failedSessions: number;
   }> {
-    const containers = await driver.listByLabel(SANDBOX_LABEL);
+    // Only this installation's containers: another stack on the same engine keeps its own.
+    const containers = await driver.listByLabel(INSTALLATION_LABEL, deps.installationId);
     const live = await store.liveSandboxes();
     const liveIds = new Set(live.map((s) => s.sandbox_id));
     let removedContainers = 0;

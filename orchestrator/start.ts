@@ -56,6 +56,7 @@ export function startBackgroundWork(
     driver: orchestrator.driver,
     store,
     sessions,
+    installationId: services.installationId,
     log: options.log,
   });
   const sweep = createIdleSweeper({ store, sessions, idleMs: options.idleMs, log: options.log });

@@ -190,6 +190,29 @@ describe("sessions on real Docker", () => {
     expect((await fetch(`${session.sandbox_url}/proxy/3000/hello`)).status).toBe(401);
   });
 
+  it("svc-entrypoint (PID 1) restarts a dead svc-agent and stops the container promptly on SIGTERM", async () => {
+    const session = (await sessions()).body.sessions.find((s: { status: string }) => s.status === "running");
+    const [container] = await containerOf(session.session_id);
+    const ps = await exec(container!.Id, [
+      "sh",
+      "-c",
+      "cat /proc/1/cmdline | tr '\\0' ' '; echo; pgrep -f svc-agent.mjs",
+    ]);
+    const [pid1, agentPid] = ps.out.trim().split("\n");
+    expect(pid1).toContain("svc-entrypoint");
+    await exec(container!.Id, ["kill", "-9", agentPid!.trim()]);
+    let health: { uptime_s: number } | undefined;
+    for (let i = 0; i < 60 && !health; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      health = await fetch(`${session.sandbox_url}/svc/health`)
+        .then((r) => (r.ok ? r.json() : undefined))
+        .catch(() => undefined);
+    }
+    expect(health?.uptime_s).toBeLessThan(10);
+    const after = await exec(container!.Id, ["pgrep", "-f", "svc-agent.mjs"]);
+    expect(after.out.trim()).not.toBe(agentPid!.trim());
+  });
+
   it("caps concurrent sessions per account with 429, even for parallel creates", async () => {
     const results = await Promise.all([1, 2, 3, 4].map(() => sessions("", "POST", {})));
     const statuses = results.map((r) => r.status).sort();
@@ -265,12 +288,24 @@ describe("sessions on real Docker", () => {
       Image: image,
       Entrypoint: ["sleep", "300"],
       Labels: {
+        "dev.svc.installation": api.services.installationId,
         "dev.svc.sandbox": "00000000-0000-4000-8000-00000000dead",
         "dev.svc.session": "gone",
         "dev.svc.project": project.id,
       },
     });
     await orphan.start();
+    // Another svc installation's sandbox on the same engine: not ours to remove.
+    const foreign = await docker.createContainer({
+      Image: image,
+      Entrypoint: ["sleep", "300"],
+      Labels: {
+        "dev.svc.installation": "00000000-0000-4000-8000-0000000f0e19",
+        "dev.svc.sandbox": "x",
+        "dev.svc.project": project.id,
+      },
+    });
+    await foreign.start();
     // A session whose provisioning process died.
     const stuck = (
       await db.sql.query<{ session_id: string }>(
@@ -286,11 +321,14 @@ describe("sessions on real Docker", () => {
       driver: createDockerDriver({ servicePort: 8000 }),
       store: createSessionStore(db.sql),
       sessions: api.services.sessions!,
+      installationId: api.services.installationId,
       log: () => {},
     });
     const result = await reconcile();
     expect(result.removedContainers).toBeGreaterThanOrEqual(1);
     await expect(orphan.inspect()).rejects.toMatchObject({ statusCode: 404 });
+    expect((await foreign.inspect()).State.Running).toBe(true);
+    await foreign.remove({ force: true });
     expect((await sessions(`/${running.session_id}`)).body).toMatchObject({ status: "stopped" });
     expect((await sessions(`/${stuck.session_id}`)).body).toMatchObject({
       status: "failed",

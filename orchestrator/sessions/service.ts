@@ -36,12 +36,15 @@ export type SessionDeps = {
   /** Resolves the platform sandbox image (built once, then cached). */
   platformImage: () => Promise<string>;
   settings: OrchestratorSettings;
+  /** This installation's id (one per database): its sandboxes are labelled with it. */
+  installationId: string;
   /** Seals the sandbox service key at rest; without it previews are unavailable. */
   cipher: Cipher | undefined;
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
 export const SANDBOX_LABEL = "dev.svc.sandbox";
+export const INSTALLATION_LABEL = "dev.svc.installation";
 export const SESSION_LABEL = "dev.svc.session";
 export const PROJECT_LABEL = "dev.svc.project";
 
@@ -140,7 +143,12 @@ export function createSessionService(deps: SessionDeps) {
         name: `svc-${session.session_id.slice(0, 8)}-${sandboxId.slice(0, 8)}`,
         image,
         env,
-        labels: { [SANDBOX_LABEL]: sandboxId, [SESSION_LABEL]: session.session_id, [PROJECT_LABEL]: project.id },
+        labels: {
+          [INSTALLATION_LABEL]: deps.installationId,
+          [SANDBOX_LABEL]: sandboxId,
+          [SESSION_LABEL]: session.session_id,
+          [PROJECT_LABEL]: project.id,
+        },
         servicePort: SANDBOX_SERVICE_PORT,
         limits: settings.limits,
       });
