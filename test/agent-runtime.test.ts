@@ -4,7 +4,7 @@ import { git } from "../api/git/run.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freePort } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { orchestratorFor, requireDocker } from "./support/docker.ts";
+import { containerEnv, orchestratorFor, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 
@@ -68,19 +68,20 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     expect((await repo.push("main")).code).toBe(0);
   }, 300_000);
   afterAll(async () => {
-    for (const c of await docker.listContainers({
-      all: true,
-      filters: { label: [`dev.svc.project=${project?.id}`] },
-    })) {
-      await docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => {});
-    }
+    await removeProjectContainers(docker, project?.id);
     llm?.close();
     await api?.close();
     await db?.drop();
   });
+
+  /** The project's session, its daemon URL and the service-key header for its control routes. */
+  async function sandbox() {
+    const [session] = (await call(api.url, "GET", `/v1/projects/${project.id}/sessions`, { token: user.token })).body
+      .sessions;
+    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${session.session_id}`] } });
+    const env = await containerEnv(docker, container!.Id);
+    return { session, auth: { authorization: `Bearer ${env.SVC_TOKEN}` } };
+  }
 
   it("runs the initial prompt at boot: the agent commits and pushes to its session branch", async () => {
     const created = await call(api.url, "POST", `/v1/projects/${project.id}/sessions`, {
@@ -109,11 +110,7 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
   }, 180_000);
 
   it("delivers a prompt through POST /svc/prompt: the agent opens a CR that a person can merge", async () => {
-    const [session] = (await call(api.url, "GET", `/v1/projects/${project.id}/sessions`, { token: user.token })).body
-      .sessions;
-    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${session.session_id}`] } });
-    const env = (await docker.getContainer(container!.Id).inspect()).Config.Env;
-    const serviceKey = env.find((e) => e.startsWith("SVC_TOKEN="))!.slice("SVC_TOKEN=".length);
+    const { session, auth } = await sandbox();
 
     const refused = await fetch(`${session.sandbox_url}/svc/prompt`, {
       method: "POST",
@@ -122,7 +119,7 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     expect(refused.status).toBe(401);
     const prompt = await fetch(`${session.sandbox_url}/svc/prompt`, {
       method: "POST",
-      headers: { authorization: `Bearer ${serviceKey}` },
+      headers: auth,
       body: JSON.stringify({ text: "Now open a change request for your work." }),
     });
     expect(prompt.status).toBe(200);
@@ -147,11 +144,7 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
   }, 180_000);
 
   it("reports a running agent as busy (never idle) and aborts it on POST /svc/abort", async () => {
-    const [session] = (await call(api.url, "GET", `/v1/projects/${project.id}/sessions`, { token: user.token })).body
-      .sessions;
-    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${session.session_id}`] } });
-    const env = (await docker.getContainer(container!.Id).inspect()).Config.Env;
-    const auth = { authorization: `Bearer ${env.find((e) => e.startsWith("SVC_TOKEN="))!.slice("SVC_TOKEN=".length)}` };
+    const { session, auth } = await sandbox();
     const health = async () => (await (await fetch(`${session.sandbox_url}/svc/health`)).json()) as { busy: boolean };
 
     await fetch(`${session.sandbox_url}/svc/prompt`, {
@@ -177,11 +170,7 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
   }, 120_000);
 
   it("re-pulls the session branch and restarts the runtime in place on POST /svc/refresh", async () => {
-    const [session] = (await call(api.url, "GET", `/v1/projects/${project.id}/sessions`, { token: user.token })).body
-      .sessions;
-    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${session.session_id}`] } });
-    const env = (await docker.getContainer(container!.Id).inspect()).Config.Env;
-    const auth = { authorization: `Bearer ${env.find((e) => e.startsWith("SVC_TOKEN="))!.slice("SVC_TOKEN=".length)}` };
+    const { session, auth } = await sandbox();
     // Someone pushes to the session branch from outside the sandbox.
     const outside = await workRepo(authedUrl(project.repo_url, user.token));
     await outside.git(["fetch", "-q", "origin", session.session_id]);

@@ -4,7 +4,7 @@ import type Docker from "dockerode";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHome, freePort, svc } from "./support/cli.ts";
-import { requireDocker } from "./support/docker.ts";
+import { removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 
 describe("a new user's path: self-host start, init, ship, sessions (real CLI, real Docker)", () => {
@@ -32,12 +32,7 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
   afterAll(async () => {
     const project = JSON.parse(readFileSync(join(app, ".svc", "link.json"), "utf8")).project_id;
     await svc(["self-host", "stop"], { env: home.env });
-    for (const c of await docker.listContainers({ all: true, filters: { label: [`dev.svc.project=${project}`] } })) {
-      await docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => {});
-    }
+    await removeProjectContainers(docker, project);
   });
 
   it("starts a session that reaches running; info --json has its status", async () => {

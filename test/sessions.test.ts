@@ -8,7 +8,7 @@ import { createSessionStore } from "../orchestrator/sessions/store.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freePort } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { orchestratorFor, requireDocker } from "./support/docker.ts";
+import { orchestratorFor, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 
 describe("sessions on real Docker", () => {
@@ -74,15 +74,7 @@ describe("sessions on real Docker", () => {
     });
   }, 300_000);
   afterAll(async () => {
-    for (const c of await docker.listContainers({
-      all: true,
-      filters: { label: [`dev.svc.project=${project?.id}`] },
-    })) {
-      await docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => {});
-    }
+    await removeProjectContainers(docker, project?.id);
     await api?.close();
     await db?.drop();
   });

@@ -40,3 +40,20 @@ export function orchestratorFor(port: number, overrides: Partial<OrchestratorSet
     } satisfies OrchestratorSettings,
   };
 }
+
+/** Removes every container a test's project left, whatever state it is in. */
+export async function removeProjectContainers(docker: Docker, projectId: string | undefined): Promise<void> {
+  if (!projectId) return;
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`dev.svc.project=${projectId}`] } })) {
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .catch(() => {});
+  }
+}
+
+/** The env a sandbox container was created with, as a map. */
+export async function containerEnv(docker: Docker, containerId: string): Promise<Record<string, string>> {
+  const env = (await docker.getContainer(containerId).inspect()).Config.Env;
+  return Object.fromEntries(env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
+}
