@@ -15,6 +15,7 @@ import {
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
+import { createForwarder } from "./forward.ts";
 
 export type ControlHandlers = {
   health(): Promise<DaemonHealth>;
@@ -78,19 +79,14 @@ export function proxyTarget(url: string): { port: number; path: string } | { err
 
 /**
  * The daemon's port 8000: `/svc/*` control surface, `/proxy/{port}/*` to sandbox ports, everything else to
- * the agent runtime. Bodies stream through http-proxy untouched (SSE and WebSockets included).
+ * the agent runtime. Plain HTTP goes through an undici pool (forward.ts), WebSocket upgrades through http-proxy;
+ * bodies stream untouched both ways.
  */
 export function createDaemonServer(deps: ServerDeps) {
-  const agent = new HttpAgent({ keepAlive: true, maxSockets: 256 });
-  const proxy = httpProxy.createProxyServer({ agent, xfwd: true, ws: true, proxyTimeout: 0 });
-  proxy.on("error", (err, _req, target) => {
-    if (target && "writeHead" in target && !(target as ServerResponse).headersSent) {
-      send(target as ServerResponse, 502, { error: `upstream unavailable: ${err.message}` });
-    } else {
-      (target as Duplex | undefined)?.destroy();
-    }
-  });
+  const proxy = httpProxy.createProxyServer({ agent: new HttpAgent({ keepAlive: true }), xfwd: true, ws: true });
+  proxy.on("error", (_err, _req, socket) => (socket as Duplex | undefined)?.destroy());
 
+  const forward = createForwarder();
   const checkUserContext = createUserContextCheck(deps.serviceKey, deps.sessionId);
   const controls: Record<string, (body: unknown) => Promise<unknown>> = {
     "/svc/refresh": () => deps.control.refresh(),
@@ -100,7 +96,7 @@ export function createDaemonServer(deps: ServerDeps) {
   };
 
   /** Where a non-/svc request goes, after the user-context check; undefined when it was already answered. */
-  function route(req: IncomingMessage, answer: (status: number, body: unknown) => void): string | undefined {
+  function route(req: IncomingMessage, answer: (status: number, body: unknown) => void): number | undefined {
     const auth = checkUserContext(req);
     if (!auth.ok) {
       answer(401, { error: `missing or invalid ${USER_CONTEXT_HEADER} (${auth.reason})` });
@@ -119,13 +115,13 @@ export function createDaemonServer(deps: ServerDeps) {
         return undefined;
       }
       req.url = target.path;
-      return `http://127.0.0.1:${target.port}`;
+      return target.port;
     }
     if (!deps.control.runtimeReady()) {
       answer(503, { error: "the agent runtime is starting" });
       return undefined;
     }
-    return `http://127.0.0.1:${deps.agentPort}`;
+    return deps.agentPort;
   }
 
   const server = createServer(async (req, res) => {
@@ -142,7 +138,7 @@ export function createDaemonServer(deps: ServerDeps) {
         return send(res, 200, await handler(await readJson(req)));
       }
       const target = route(req, (status, body) => send(res, status, body));
-      if (target) proxy.web(req, res, { target });
+      if (target) await forward(req, res, target, req.url ?? "/");
     } catch (err) {
       const status = (err as { status?: number }).status ?? 500;
       if (!res.headersSent) send(res, status, { error: (err as Error).message });
@@ -155,7 +151,7 @@ export function createDaemonServer(deps: ServerDeps) {
         `HTTP/1.1 ${status} ${status === 401 ? "Unauthorized" : "Error"}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify(body)}`,
       );
     });
-    if (target) proxy.ws(req, socket, head, { target });
+    if (target) proxy.ws(req, socket, head, { target: `http://127.0.0.1:${target}` });
   });
 
   server.keepAliveTimeout = 65_000;
