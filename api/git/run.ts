@@ -12,13 +12,18 @@ export type GitOptions = {
   timeoutMs?: number;
 };
 
+/** Credentials embedded in a URL (`scheme://user:secret@host`) never reach a message or a log line. */
+export function redact(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/gi, "$1***@");
+}
+
 export class GitError extends Error {
   constructor(
     readonly args: string[],
     readonly exitCode: number,
     readonly stderr: string,
   ) {
-    super(`git ${args[0]} failed (${exitCode}): ${stderr.trim().split("\n").slice(-3).join(" | ")}`);
+    super(`git ${args[0]} failed (${exitCode}): ${redact(stderr).trim().split("\n").slice(-3).join(" | ")}`);
   }
 }
 
