@@ -203,8 +203,6 @@ export function createSessionService(deps: SessionDeps) {
   }
 
   return {
-    provision,
-    stopSandboxOf,
     isProvisioning: (sessionId: string) => inFlight.has(sessionId),
 
     /** Tears a sandbox down for the reconciler or the sweeper; a session still marked running becomes stopped. */

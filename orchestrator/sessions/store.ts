@@ -82,14 +82,6 @@ export function createSessionStore(sql: Sql) {
       return row && toSession(row);
     },
 
-    async byId(sessionId: string): Promise<SessionRecord | undefined> {
-      const [row] = await sql.query<SessionRow>(
-        `select ${SESSION_COLUMNS} from project_sessions where session_id = $1`,
-        [sessionId],
-      );
-      return row && toSession(row);
-    },
-
     async list(projectId: string): Promise<SessionRecord[]> {
       const rows = await sql.query<SessionRow>(
         `select ${SESSION_COLUMNS} from project_sessions where project_id = $1 order by created_at desc`,
