@@ -73,10 +73,16 @@ export function createSessionService(deps: SessionDeps) {
   const inFlight = new Set<string>();
 
   /** Everything one sandbox needs, then the container; any failure leaves the session `failed` and no container. */
+  /** Runs in the background of a request: it never rejects (a closing database included); the reconciler fixes the rest. */
   async function provision(project: Project, session: SessionRecord, options: { cutBranch: boolean }): Promise<void> {
     inFlight.add(session.session_id);
     try {
       await provisionSandbox(project, session, options);
+    } catch (err) {
+      deps.log("provisioning could not record its outcome", {
+        session: session.session_id,
+        error: (err as Error).message,
+      });
     } finally {
       inFlight.delete(session.session_id);
     }
