@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import { USER_CONTEXT_HEADER, verifyUserContext } from "../protocol/user-context.ts";
+import { verifyUserContext } from "../protocol/user-context.ts";
 
 /** `/svc/*` control calls: the sandbox service key as a bearer, compared in constant time. */
 export function hasServiceKey(req: IncomingMessage, serviceKey: string): boolean {
@@ -20,9 +20,7 @@ export type ContextCheck = { ok: true } | { ok: false; reason: string };
  */
 export function createUserContextCheck(serviceKey: string, sessionId: string, maxEntries = 1024) {
   const verified = new Map<string, number>();
-  return function check(req: IncomingMessage): ContextCheck {
-    const raw = req.headers[USER_CONTEXT_HEADER];
-    const header = Array.isArray(raw) ? raw[0] : raw;
+  return function check(header: string | undefined): ContextCheck {
     const now = Date.now() / 1000;
     const known = header ? verified.get(header) : undefined;
     if (known !== undefined && known > now) return { ok: true };

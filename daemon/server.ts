@@ -1,4 +1,5 @@
 import { createServer, Agent as HttpAgent, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import httpProxy from "http-proxy";
 import type { z } from "zod";
@@ -16,6 +17,7 @@ import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { createForwarder } from "./forward.ts";
+import { handleConnection } from "./proxy-tunnel.ts";
 
 export type ControlHandlers = {
   health(): Promise<DaemonHealth>;
@@ -97,7 +99,7 @@ export function createDaemonServer(deps: ServerDeps) {
 
   /** Where a non-/svc request goes, after the user-context check; undefined when it was already answered. */
   function route(req: IncomingMessage, answer: (status: number, body: unknown) => void): number | undefined {
-    const auth = checkUserContext(req);
+    const auth = checkUserContext(req.headers[USER_CONTEXT_HEADER] as string | undefined);
     if (!auth.ok) {
       answer(401, { error: `missing or invalid ${USER_CONTEXT_HEADER} (${auth.reason})` });
       return undefined;
@@ -155,5 +157,17 @@ export function createDaemonServer(deps: ServerDeps) {
   });
 
   server.keepAliveTimeout = 65_000;
+  const [fullHttp] = server.listeners("connection") as ((socket: Socket) => void)[];
+  server.removeAllListeners("connection");
+  server.on("connection", (socket: Socket) =>
+    handleConnection(socket, {
+      servicePort: deps.servicePort,
+      contextHeader: USER_CONTEXT_HEADER,
+      checkContext: checkUserContext,
+      target: proxyTarget,
+      touch: deps.activity.touch,
+      fallback: (s) => fullHttp!.call(server, s),
+    }),
+  );
   return server;
 }

@@ -1,8 +1,9 @@
 // `npm run bench`: figures as ratios against baselines measured in the same run; exits 1 when a target is missed.
 import postgres from "postgres";
 import { benchCrRead } from "./cr-read.ts";
+import { benchDaemonProxy } from "./daemon-proxy.ts";
 import { benchMergePreview } from "./merge-preview.ts";
-import { benchDaemonProxy, benchSessionStart } from "./sandbox.ts";
+import { benchSessionStart } from "./sandbox.ts";
 
 const lines: string[] = [];
 let ok = true;

@@ -1,9 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import autocannon from "autocannon";
-import { signUserContext } from "../../protocol/user-context.ts";
+import { execFileSync } from "node:child_process";
 import { call, seedUser, startApi } from "../../test/support/api-server.ts";
 import { freePort } from "../../test/support/cli.ts";
 import { freshDatabase } from "../../test/support/databases.ts";
@@ -76,76 +71,5 @@ export async function benchSessionStart() {
   } finally {
     await api.close();
     await db.drop();
-  }
-}
-
-/** The daemon's proxy against direct requests to the same upstream, same run. */
-export async function benchDaemonProxy() {
-  // The upstream runs in its own process, like a dev server in a sandbox; the load generator is this process.
-  const upstreamPort = await freePort();
-  const upstream = spawn(process.execPath, [
-    "-e",
-    `require("http").createServer((q, s) => s.end("ok")).listen(${upstreamPort}, "127.0.0.1")`,
-  ]);
-  const daemonPort = await freePort();
-  const key = "svc_sk_bench-service-key-00000000000000";
-  const daemon = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "../../daemon/main.ts")], {
-    env: {
-      ...process.env,
-      SVC_TOKEN: key,
-      SVC_SESSION_ID: "bench",
-      SVC_SERVICE_PORT: String(daemonPort),
-      SVC_LISTEN_HOST: "127.0.0.1",
-      SVC_WORKSPACE: mkdtempSync(join(tmpdir(), "svc-bench-ws-")),
-      SVC_AGENT_HOME: mkdtempSync(join(tmpdir(), "svc-bench-home-")),
-      SVC_AGENT_PORT: String(upstreamPort),
-      SVC_AGENT_COMMAND: JSON.stringify(["sleep", "3600"]),
-    },
-    stdio: "ignore",
-  });
-  try {
-    for (let i = 0; i < 100; i++) {
-      if (
-        await fetch(`http://127.0.0.1:${daemonPort}/svc/health`).then(
-          (r) => r.ok,
-          () => false,
-        )
-      )
-        break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    const header = signUserContext(key, {
-      user_id: "u",
-      project_id: "p",
-      session_id: "bench",
-      exp: Math.floor(Date.now() / 1000) + 3600,
-    });
-    const run = (url: string, headers: Record<string, string> = {}) =>
-      autocannon({ url, connections: 16, duration: 5, headers });
-    const direct = await run(`http://127.0.0.1:${upstreamPort}/`);
-    const proxied = await run(`http://127.0.0.1:${daemonPort}/proxy/${upstreamPort}/`, {
-      "x-svc-user-context": header,
-    });
-    if (proxied.non2xx > 0) throw new Error(`${proxied.non2xx} proxied requests failed`);
-    // Latency added per request, measured one at a time so queueing does not hide it.
-    const single = async (url: string, headers: Record<string, string> = {}) => {
-      const samples = await timeRuns(500, () => fetch(url, { headers }).then((r) => r.text()));
-      return percentile(samples, 50);
-    };
-    const directP50 = await single(`http://127.0.0.1:${upstreamPort}/`);
-    const proxiedP50 = await single(`http://127.0.0.1:${daemonPort}/proxy/${upstreamPort}/`, {
-      "x-svc-user-context": header,
-    });
-    const share = proxied.requests.average / direct.requests.average;
-    const added = proxiedP50 - directP50;
-    return {
-      ok: share >= 0.7 && added < 1,
-      lines: [
-        `daemon proxy: ${Math.round(proxied.requests.average)} req/s vs direct ${Math.round(direct.requests.average)} req/s (${(share * 100).toFixed(0)}%, need >= 70%) | added p50 latency ${ms(added)} ms (need < 1 ms)`,
-      ],
-    };
-  } finally {
-    daemon.kill("SIGKILL");
-    upstream.kill("SIGKILL");
   }
 }

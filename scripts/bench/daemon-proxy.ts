@@ -1,0 +1,116 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import autocannon from "autocannon";
+import { signUserContext } from "../../protocol/user-context.ts";
+import { freePort } from "../../test/support/cli.ts";
+import { startNginxReference } from "./nginx-reference.ts";
+import { ms, percentile, timeRuns } from "./stats.ts";
+
+const KEY = "svc_sk_bench-service-key-00000000000000";
+const UPSTREAMS = ["page", "asset", "empty"] as const;
+
+async function waitUntilUp(url: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (
+      await fetch(url).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+const load = async (url: string, headers: Record<string, string> = {}, duration = 4) => {
+  const result = await autocannon({ url, connections: 16, duration, headers });
+  if (result.non2xx > 0 || result.errors > 0)
+    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return result.requests.average;
+};
+
+/**
+ * The daemon's `/proxy/{port}/` against direct requests to the same sandbox port, same run, for three kinds
+ * of app on that port (see proxy-upstream.mjs). The daemon runs from source in its own process, the app in
+ * another, the load generator in this one, as in a sandbox. The 70% target is checked on the rendered page,
+ * the kind of app a preview shows; the empty answer is the floor, printed beside nginx when it is installed.
+ */
+export async function benchDaemonProxy() {
+  const children: ChildProcess[] = [];
+  const stops: (() => void)[] = [];
+  try {
+    const daemonPort = await freePort();
+    const agentPort = await freePort();
+    const header = {
+      "x-svc-user-context": signUserContext(KEY, {
+        user_id: "u",
+        project_id: "p",
+        session_id: "bench",
+        exp: Math.floor(Date.now() / 1000) + 3600,
+      }),
+    };
+    children.push(
+      spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "../../daemon/main.ts")], {
+        env: {
+          ...process.env,
+          SVC_TOKEN: KEY,
+          SVC_SESSION_ID: "bench",
+          SVC_SERVICE_PORT: String(daemonPort),
+          SVC_LISTEN_HOST: "127.0.0.1",
+          SVC_WORKSPACE: mkdtempSync(join(tmpdir(), "svc-bench-ws-")),
+          SVC_AGENT_HOME: mkdtempSync(join(tmpdir(), "svc-bench-home-")),
+          SVC_AGENT_PORT: String(agentPort),
+          SVC_AGENT_COMMAND: JSON.stringify(["sleep", "3600"]),
+        },
+        stdio: "ignore",
+      }),
+    );
+    await waitUntilUp(`http://127.0.0.1:${daemonPort}/svc/health`);
+
+    const lines: string[] = [];
+    let pageShare = 0;
+    let added = Number.POSITIVE_INFINITY;
+    for (const kind of UPSTREAMS) {
+      const port = await freePort();
+      const app = spawn(process.execPath, [join(import.meta.dirname, "proxy-upstream.mjs"), kind, String(port)]);
+      children.push(app);
+      const direct = `http://127.0.0.1:${port}/`;
+      const proxied = `http://127.0.0.1:${daemonPort}/proxy/${port}/`;
+      await waitUntilUp(direct);
+      // Warm both paths up so neither is measured while the JIT is still compiling.
+      await load(direct, {}, 1);
+      await load(proxied, header, 1);
+      const directRps = await load(direct);
+      const proxiedRps = await load(proxied, header);
+      const share = proxiedRps / directRps;
+      let line = `daemon proxy, ${kind.padEnd(5)} app: ${Math.round(proxiedRps)} req/s vs direct ${Math.round(directRps)} (${(share * 100).toFixed(0)}%)`;
+      if (kind === "page") {
+        pageShare = share;
+        line += ", need >= 70%";
+        // Latency added per request, one at a time so queueing does not hide it.
+        const p50 = async (url: string, headers: Record<string, string> = {}) =>
+          percentile(await timeRuns(500, () => fetch(url, { headers }).then((r) => r.text())), 50);
+        added = (await p50(proxied, header)) - (await p50(direct));
+        line += ` | added p50 latency ${ms(added)} ms (need < 1 ms)`;
+      }
+      if (kind === "empty") {
+        const nginxPort = await freePort();
+        const nginx = startNginxReference(nginxPort, port);
+        if (nginx) {
+          stops.push(nginx.stop);
+          await waitUntilUp(`http://127.0.0.1:${nginxPort}/proxy/${port}/`);
+          const nginxRps = await load(`http://127.0.0.1:${nginxPort}/proxy/${port}/`);
+          line += `; nginx in front of the same app: ${Math.round(nginxRps)} (${((nginxRps / directRps) * 100).toFixed(0)}%), daemon/nginx ${(proxiedRps / nginxRps).toFixed(2)}x`;
+        } else line += "; nginx reference skipped (not installed)";
+      }
+      lines.push(line);
+    }
+    return { ok: pageShare >= 0.7 && added < 1, lines };
+  } finally {
+    for (const stop of stops) stop();
+    for (const child of children) child.kill("SIGTERM");
+  }
+}
