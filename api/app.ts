@@ -1,9 +1,10 @@
 import { join } from "node:path";
-import Fastify, { type FastifyInstance, LogController } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
 import { ensurePlatformImage } from "../orchestrator/images/platform-image.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createSessionService, type OrchestratorSettings } from "../orchestrator/sessions/service.ts";
 import { createSessionStore } from "../orchestrator/sessions/store.ts";
+import { PREVIEW_PARAM } from "../protocol/preview.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
 import { registerAuthentication } from "./auth/authenticate.ts";
@@ -99,6 +100,7 @@ export function createServices(
     : undefined;
   return {
     sql,
+    publicUrl,
     repos,
     installationId,
     sessions,
@@ -126,6 +128,14 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
       level: options.logLevel ?? "info",
       // Tokens travel in these headers; they must never reach a log line.
       redact: ["req.headers.authorization", 'req.headers["x-svc-user-context"]'],
+      serializers: {
+        req: (req: FastifyRequest) => ({
+          method: req.method,
+          url: req.url.replace(new RegExp(`([?&]${PREVIEW_PARAM}=)[^&]*`, "g"), "$1[redacted]"),
+          host: req.host,
+          remoteAddress: req.ip,
+        }),
+      },
     },
     // One line per request would dominate the log and the hot path; debug turns it back on.
     logController: new LogController({

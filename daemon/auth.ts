@@ -26,9 +26,9 @@ export function createUserContextCheck(serviceKey: string, sessionId: string, ma
     if (known !== undefined && known > now) return { ok: true };
     const result = verifyUserContext(serviceKey, header, now);
     if (!result.ok) return { ok: false, reason: result.reason };
-    if (sessionId && result.context.session_id !== sessionId) return { ok: false, reason: "wrong_session" };
+    if (sessionId && result.value.session_id !== sessionId) return { ok: false, reason: "wrong_session" };
     if (verified.size >= maxEntries) verified.clear();
-    verified.set(header!, result.context.exp);
+    verified.set(header!, result.value.exp);
     return { ok: true };
   };
 }

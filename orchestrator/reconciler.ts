@@ -17,6 +17,23 @@ export type ReconcilerDeps = {
 export function createReconciler(deps: ReconcilerDeps) {
   const { driver, store, sessions, log } = deps;
 
+  async function removeOrphans(
+    containers: Awaited<ReturnType<SandboxDriver["listByLabel"]>>,
+    live: Awaited<ReturnType<SessionStore["liveSandboxes"]>>,
+  ): Promise<number> {
+    const liveIds = new Set(live.map((s) => s.sandbox_id));
+    let removed = 0;
+    for (const c of containers) {
+      const sandboxId = c.labels[SANDBOX_LABEL];
+      if (sandboxId && liveIds.has(sandboxId)) continue;
+      if (sandboxId && sessions.isProvisioning(c.labels["dev.svc.session"] ?? "")) continue;
+      await driver.remove(c.id);
+      removed += 1;
+      log("reconciler removed an orphaned container", { container: c.id, sandbox: sandboxId });
+    }
+    return removed;
+  }
+
   return async function reconcile(): Promise<{
     removedContainers: number;
     closedSandboxes: number;
@@ -25,19 +42,9 @@ export function createReconciler(deps: ReconcilerDeps) {
     // Only this installation's containers: another stack on the same engine keeps its own.
     const containers = await driver.listByLabel(INSTALLATION_LABEL, deps.installationId);
     const live = await store.liveSandboxes();
-    const liveIds = new Set(live.map((s) => s.sandbox_id));
-    let removedContainers = 0;
+    let removedContainers = await removeOrphans(containers, live);
     let closedSandboxes = 0;
     let failedSessions = 0;
-
-    for (const c of containers) {
-      const sandboxId = c.labels[SANDBOX_LABEL];
-      if (sandboxId && liveIds.has(sandboxId)) continue;
-      if (sandboxId && sessions.isProvisioning(c.labels["dev.svc.session"] ?? "")) continue;
-      await driver.remove(c.id);
-      removedContainers += 1;
-      log("reconciler removed an orphaned container", { container: c.id, sandbox: sandboxId });
-    }
 
     for (const sandbox of live) {
       if (sessions.isProvisioning(sandbox.session_id)) continue;
@@ -59,6 +66,14 @@ export function createReconciler(deps: ReconcilerDeps) {
       ) {
         failedSessions += 1;
       }
+    }
+    // A process killed mid-provision may have had a create request in flight that the engine finishes only
+    // now: look again once its rows are closed, so the container does not wait for the next tick.
+    if (closedSandboxes + failedSessions > 0) {
+      removedContainers += await removeOrphans(
+        await driver.listByLabel(INSTALLATION_LABEL, deps.installationId),
+        await store.liveSandboxes(),
+      );
     }
     return { removedContainers, closedSandboxes, failedSessions };
   };

@@ -42,7 +42,24 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
     const info = JSON.parse((await run(["sessions", "info", id, "--json"])).stdout);
     expect(info).toMatchObject({ session_id: id, status: "running", branch: id, base_ref: "main" });
-    expect(await containersOf(id)).toHaveLength(1);
+    const [container] = await containersOf(id);
+    expect(container).toBeDefined();
+
+    // An app the agent started on port 3000, opened through the URL `svc sessions preview` prints.
+    const server = await docker.getContainer(container!.Id).exec({
+      Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('hello from '+q.url)).listen(3000)"],
+    });
+    await server.start({ Detach: true });
+    const preview = await run(["sessions", "preview", id]);
+    expect(preview.code, preview.stderr).toBe(0);
+    const url = preview.stdout.trim();
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\/projects\/.+\/preview\/3000\/\?svc_preview=/);
+    let page = await fetch(url);
+    for (let i = 0; i < 50 && page.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      page = await fetch(url);
+    }
+    expect(await page.text()).toBe("hello from /");
   });
 
   it("survives SIGKILL of the API mid-provision: no orphaned container, no session stuck provisioning", async () => {
@@ -59,7 +76,8 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     }
     expect(info.status).toBe("failed");
     expect(info.error).toBe("provisioning was interrupted");
-    expect(await containersOf(id)).toHaveLength(0);
+    const left = await containersOf(id);
+    expect(left, JSON.stringify(left.map((c) => [c.State, c.Status, c.Created, Date.now() / 1000]))).toHaveLength(0);
     const sessions = JSON.parse((await run(["sessions", "ls", "--json"])).stdout);
     expect(sessions.filter((s: { status: string }) => s.status === "provisioning")).toHaveLength(0);
   });

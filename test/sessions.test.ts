@@ -162,7 +162,7 @@ describe("sessions on real Docker", () => {
       Cmd: [
         "/opt/svc/bin/node",
         "-e",
-        "require('http').createServer((q,s)=>s.end('preview '+q.url+' auth='+(q.headers.authorization||'none'))).listen(3000)",
+        "require('http').createServer((q,s)=>s.end('preview '+q.url+' auth='+(q.headers.authorization||'none')+' cookie='+(q.headers.cookie||'none'))).listen(3000)",
       ],
     });
     await app.start({ Detach: true });
@@ -173,13 +173,37 @@ describe("sessions on real Docker", () => {
       res = await sessions(url);
     }
     expect(res.status).toBe(200);
-    expect(res.body).toBe("preview /hello?x=1 auth=none");
+    expect(res.body).toBe("preview /hello?x=1 auth=none cookie=none");
     expect(
       (await call(api.url, "GET", `/v1/projects/${project.id}/sessions/${session.session_id}/preview/3000/`)).status,
     ).toBe(401);
     expect((await sessions(`/${session.session_id}/preview/8000/svc/health`)).status).toBe(403);
     // The daemon itself refuses requests that do not carry a valid signed context.
     expect((await fetch(`${session.sandbox_url}/proxy/3000/hello`)).status).toBe(401);
+
+    // A preview link works without an Authorization header, as a browser or curl uses it.
+    const link = await sessions(`/${session.session_id}/previews`, "POST", { port: 3000 });
+    expect(link.status).toBe(201);
+    const linkUrl = new URL(link.body.url);
+    expect(linkUrl.pathname).toBe(`/v1/projects/${project.id}/sessions/${session.session_id}/preview/3000/`);
+    const grant = linkUrl.searchParams.get("svc_preview")!;
+    linkUrl.pathname += "page%20one";
+    linkUrl.search = `?q=a+b&svc_preview=${grant}`;
+    const first = await fetch(linkUrl);
+    expect(first.status).toBe(200);
+    expect(await first.text()).toBe("preview /page%20one?q=a+b auth=none cookie=none");
+    const cookie = first.headers.get("set-cookie")!;
+    expect(cookie).toContain(`svc_preview=${grant}`);
+    expect(cookie).toContain(`Path=${link.body.url.slice(api.url.length).split("?")[0]}`);
+    expect(cookie).toContain("HttpOnly");
+    // The cookie the first visit set carries the next requests; the sandbox never sees it.
+    const base = `${api.url}/v1/projects/${project.id}/sessions/${session.session_id}/preview`;
+    const next = await fetch(`${base}/3000/assets/app.js`, { headers: { cookie: `theme=dark; svc_preview=${grant}` } });
+    expect(await next.text()).toBe("preview /assets/app.js auth=none cookie=theme=dark");
+    const tampered = `${grant.slice(0, -2)}xx`;
+    expect((await fetch(`${base}/3000/?svc_preview=${tampered}`)).status).toBe(401);
+    expect((await fetch(`${base}/3001/`, { headers: { cookie: `svc_preview=${grant}` } })).status).toBe(401);
+    expect((await sessions(`/${session.session_id}/previews`, "POST", { port: 70000 })).status).toBe(400);
   });
 
   it("svc-entrypoint (PID 1) restarts a dead svc-agent and stops the container promptly on SIGTERM", async () => {
@@ -306,6 +330,22 @@ describe("sessions on real Docker", () => {
         [user.accountId, project.id, user.userId],
       )
     )[0]!;
+    // Its process died after creating the container, before recording the container's id.
+    const [half] = await db.sql.query<{ sandbox_id: string }>(
+      "insert into session_sandboxes (session_id, project_id) values ($1, $2) returning sandbox_id",
+      [stuck.session_id, project.id],
+    );
+    const halfMade = await docker.createContainer({
+      Image: image,
+      Entrypoint: ["sleep", "300"],
+      Labels: {
+        "dev.svc.installation": api.services.installationId,
+        "dev.svc.sandbox": half!.sandbox_id,
+        "dev.svc.session": stuck.session_id,
+        "dev.svc.project": project.id,
+      },
+    });
+    await halfMade.start();
     // A running session whose container disappears behind our back.
     await docker.getContainer(container!.Id).remove({ force: true });
 
@@ -319,6 +359,7 @@ describe("sessions on real Docker", () => {
     const result = await reconcile();
     expect(result.removedContainers).toBeGreaterThanOrEqual(1);
     await expect(orphan.inspect()).rejects.toMatchObject({ statusCode: 404 });
+    await expect(halfMade.inspect()).rejects.toMatchObject({ statusCode: 404 });
     expect((await foreign.inspect()).State.Running).toBe(true);
     await foreign.remove({ force: true });
     expect((await sessions(`/${running.session_id}`)).body).toMatchObject({ status: "stopped" });

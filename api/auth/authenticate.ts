@@ -44,7 +44,7 @@ declare module "fastify" {
 
 export type AuthDeps = { sql: Sql; tokens: TokenStore; accounts: AccountStore; projects: ProjectStore };
 
-function bearer(req: FastifyRequest): string {
+export function bearer(req: FastifyRequest): string {
   const header = req.headers.authorization;
   if (!header) throw apiError("UNAUTHENTICATED", "missing Authorization: Bearer <token> header");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);

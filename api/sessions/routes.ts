@@ -1,11 +1,12 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { SessionService } from "../../orchestrator/sessions/service.ts";
 import type { SessionRecord } from "../../orchestrator/sessions/store.ts";
+import { CreatePreviewBody } from "../../protocol/preview.ts";
 import { CreateSessionBody, Session } from "../../protocol/session.ts";
 import { actingUserId } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
+import { createPreviewLink, type PreviewDeps } from "./preview.ts";
 
 const BASE = "/v1/projects/:projectId/sessions";
 const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });
@@ -13,7 +14,7 @@ const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).ma
 /** Only the SPEC's session attributes leave the API. */
 const present = (s: SessionRecord) => Session.parse(s);
 
-export function sessionRoutes(deps: { sessions: SessionService | undefined }) {
+export function sessionRoutes(deps: PreviewDeps) {
   const service = () => {
     if (!deps.sessions)
       throw apiError("NOT_CONFIGURED", "sessions are unavailable: this server runs without a sandbox driver");
@@ -41,6 +42,13 @@ export function sessionRoutes(deps: { sessions: SessionService | undefined }) {
     app.post(`${BASE}/:sessionId/restart`, async (req) => {
       const { sessionId } = parseInput(Params, req.params, "params");
       return present(await service().restart(req.project!, sessionId));
+    });
+
+    app.post(`${BASE}/:sessionId/previews`, async (req, reply) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      const { port } = parseInput(CreatePreviewBody, req.body ?? {}, "body");
+      const link = await createPreviewLink(deps, req.project!, sessionId, actingUserId(req.principal!), port);
+      return reply.code(201).send(link);
     });
 
     app.delete(`${BASE}/:sessionId`, async (req, reply) => {

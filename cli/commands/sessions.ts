@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { DEFAULT_PREVIEW_PORT } from "../../protocol/env.ts";
+import { PreviewLink } from "../../protocol/preview.ts";
 import { Session, SessionList } from "../../protocol/session.ts";
 import { optionsOf, resolveContext, resolveProject } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
@@ -116,19 +117,22 @@ export function sessionsCommand(): Command {
       printLine(`${dashboardUrl(ctx.hostUrl)}/projects/${resolveProject(opts)}/sessions/${id}`);
     });
 
-  sessions
-    .command("preview")
-    .description(`print a preview URL for a sandbox port (default ${DEFAULT_PREVIEW_PORT})`)
-    .argument("<id>")
-    .argument("[port]", "sandbox port", String(DEFAULT_PREVIEW_PORT))
-    .option("--project <id>", "project id or slug")
-    .action((id: string, port: string, _o, cmd: Command) => {
-      if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
-        throw usageError(`'${port}' is not a port`);
-      const opts = optionsOf<Opts>(cmd);
-      const ctx = resolveContext(opts, process.env, { quiet: true });
-      printLine(`${ctx.hostUrl}/v1/projects/${resolveProject(opts)}/sessions/${id}/preview/${port}/`);
+  withProject(
+    sessions
+      .command("preview")
+      .description(`print a preview URL for a sandbox port (default ${DEFAULT_PREVIEW_PORT}), valid for an hour`)
+      .argument("<id>")
+      .argument("[port]", "sandbox port", String(DEFAULT_PREVIEW_PORT)),
+  ).action(async (id: string, port: string, _o, cmd: Command) => {
+    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+      throw usageError(`'${port}' is not a port`);
+    const { opts, ctx, path } = setup(cmd);
+    const link = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/previews`), PreviewLink, {
+      body: { port: Number(port) },
     });
+    if (opts.json) printJson(link);
+    else printLine(link.url);
+  });
 
   return sessions;
 }
