@@ -1,3 +1,4 @@
+import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
 import { ensurePlatformImage } from "../orchestrator/images/platform-image.ts";
@@ -25,7 +26,7 @@ import { createProjectStore } from "./projects/store.ts";
 import { createCipher } from "./secrets/cipher.ts";
 import { secretRoutes } from "./secrets/routes.ts";
 import { createSecretStore } from "./secrets/store.ts";
-import { previewRoutes } from "./sessions/preview.ts";
+import { createPreviews, type Previews } from "./sessions/preview.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { VERSION } from "./version.ts";
 
@@ -51,7 +52,11 @@ export type AppOptions = {
   };
   bodyLimit?: number;
   logLevel?: string;
+  /** Serve previews at `<port>-<session>.<domain>`; default `localhost` when the public URL is on loopback. */
+  previewDomain?: string;
 };
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
 /** Everything the routes need, built once from the database handle and the data directory. */
 export function createServices(
@@ -101,6 +106,8 @@ export function createServices(
   return {
     sql,
     publicUrl,
+    previewDomain: () =>
+      options.previewDomain ?? (LOOPBACK_HOSTS.has(new URL(publicUrl()).hostname) ? "localhost" : undefined),
     repos,
     installationId,
     sessions,
@@ -122,7 +129,13 @@ export function createServices(
 export type Services = ReturnType<typeof createServices>;
 
 export async function buildApp(options: AppOptions): Promise<{ app: FastifyInstance; services: Services }> {
+  // Preview hosts (`<port>-<session>.<domain>`) own every path, so they are routed before Fastify sees them.
+  let previews: Previews | undefined;
   const app = Fastify({
+    serverFactory: (handler) =>
+      createServer((req, res) => {
+        if (!previews?.serveHost(req, res)) handler(req, res);
+      }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     logger: {
       level: options.logLevel ?? "info",
@@ -153,6 +166,8 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(gitRoutes(services));
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
-  await app.register(previewRoutes(services));
+  previews = createPreviews(services, (err) => app.log.error({ err }, "preview failed"));
+  await app.register(previews.routes);
+  app.server.on("upgrade", previews.upgrade);
   return { app, services };
 }

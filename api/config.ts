@@ -10,6 +10,11 @@ const Env = z.object({
   DATABASE_URL: z.string().url().optional(),
   /** Origin users and git clients reach the API at; default http://127.0.0.1:<port>. */
   SVC_PUBLIC_URL: z.string().url().optional(),
+  /** Wildcard DNS name for previews at `<port>-<session>.<domain>`; default `localhost` on a loopback public URL. */
+  SVC_PREVIEW_DOMAIN: z
+    .string()
+    .regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i, "must be a DNS name")
+    .optional(),
   /** SHA-256 of the admin token the self-host CLI generated; the admin user is created or re-keyed with it. */
   SVC_BOOTSTRAP_TOKEN_HASH: z
     .string()
@@ -50,6 +55,7 @@ export type ApiConfig = {
   pgliteDir: string;
   dataDir: string;
   publicUrl: string;
+  previewDomain: string | undefined;
   repoAccess: { token: string | undefined; url: string };
   secretsKey: string | undefined;
   orchestrator: {
@@ -83,6 +89,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     pgliteDir: join(e.SVC_HOME, "data", "pglite"),
     dataDir: join(e.SVC_HOME, "data"),
     publicUrl: e.SVC_PUBLIC_URL ?? `http://127.0.0.1:${e.SVC_PORT}`,
+    previewDomain: e.SVC_PREVIEW_DOMAIN,
     repoAccess: { token: e.SVC_REPO_ACCESS_TOKEN, url: e.SVC_REPO_ACCESS_URL },
     secretsKey: e.SVC_SECRETS_KEY,
     orchestrator: {

@@ -15,6 +15,7 @@ const { app, services } = await buildApp({
   sql,
   dataDir: config.dataDir,
   publicUrl: config.publicUrl,
+  previewDomain: config.previewDomain,
   repoAccess: config.repoAccess,
   secretsKey: config.secretsKey,
   orchestrator,

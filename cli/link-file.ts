@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { dirname, join } from "node:path";
 import { LinkFile } from "../protocol/link.ts";
 import { CliError } from "./errors.ts";
+import { SVC_GITIGNORE } from "./scaffold/templates.ts";
 
 const LINK_PATH = join(".svc", "link.json");
 
@@ -31,6 +32,8 @@ export function writeLink(dir: string, link: LinkFile): string {
   const path = join(dir, LINK_PATH);
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, `${JSON.stringify(link, null, 2)}\n`);
+  const ignore = join(dirname(path), ".gitignore");
+  if (!existsSync(ignore)) writeFileSync(ignore, SVC_GITIGNORE);
   return path;
 }
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Pool } from "undici";
+import { upstreamError } from "./proxy-tunnel.ts";
 
 /** Connection-scoped headers never cross a proxy (RFC 9110 §7.6.1); the host is the upstream's own. */
 const HOP_BY_HOP = new Set([
@@ -57,7 +58,7 @@ export function createForwarder() {
     } catch (err) {
       if (!res.headersSent) {
         res.writeHead(502, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: `upstream unavailable: ${(err as Error).message}` }));
+        res.end(JSON.stringify({ error: upstreamError(port, err as Error) }));
       } else res.destroy();
     }
   };

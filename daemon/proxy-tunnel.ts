@@ -20,6 +20,13 @@ export type TunnelDeps = {
   fallback(socket: Socket): void;
 };
 
+/** What a person previewing a port needs to read when nothing answers there. */
+export function upstreamError(port: number, err: Error): string {
+  return (err as NodeJS.ErrnoException).code === "ECONNREFUSED"
+    ? `nothing is listening on port ${port} in the sandbox`
+    : `port ${port} in the sandbox is unreachable: ${err.message}`;
+}
+
 type FastRequest = { port: number; head: string; bodyLength: number };
 
 /**
@@ -106,7 +113,7 @@ export function handleConnection(socket: Socket, deps: TunnelDeps): void {
     up.on("error", (err) => {
       if (up !== upstream) return;
       if (!upstreamAnswered && !socket.destroyed) {
-        const body = JSON.stringify({ error: `upstream unavailable: ${err.message}` });
+        const body = JSON.stringify({ error: upstreamError(port, err) });
         socket.end(
           `HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
         );

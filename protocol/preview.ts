@@ -18,7 +18,15 @@ export const PreviewPort = z.coerce.number().int().min(1).max(65535);
 export const CreatePreviewBody = z.object({ port: PreviewPort.default(DEFAULT_PREVIEW_PORT) }).strict();
 export type CreatePreviewBody = z.infer<typeof CreatePreviewBody>;
 
-export const PreviewLink = z.object({ url: z.string(), port: z.number().int(), expires_at: z.string() });
+export const PreviewLink = z.object({
+  /** Under the API's own origin: works with any HTTP client. */
+  url: z.string(),
+  /** At the root of its own origin (`<port>-<session>.<preview domain>`), so an app's root-relative asset
+   * paths resolve in a browser; null when the server has no preview domain. */
+  browser_url: z.string().nullable(),
+  port: z.number().int(),
+  expires_at: z.string(),
+});
 export type PreviewLink = z.infer<typeof PreviewLink>;
 
 export const PreviewGrant = z.object({

@@ -81,6 +81,8 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     projectId = ship.stdout.trim();
     const link = JSON.parse(readFileSync(join(repoDir, ".svc/link.json"), "utf8"));
     expect(link).toMatchObject({ project_id: projectId, host: "mine", host_url: api.url });
+    // The link is this checkout's own: git ignores it, so `git add -A` never ships it to the sandbox.
+    expect((await sh(repoDir, "git status --porcelain")).stdout.trim()).toBe("");
     const bare = api.services.repos.managedDir(projectId);
     const local = (await sh(repoDir, "git rev-parse HEAD")).stdout.trim();
     expect((await git(["rev-parse", "main"], { dir: bare })).stdout.trim()).toBe(local);

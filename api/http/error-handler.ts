@@ -10,10 +10,18 @@ const FASTIFY_CODES: Record<string, [number, ErrorBody["code"], string]> = {
   FST_ERR_CTP_INVALID_JSON_BODY: [400, "BAD_REQUEST", "request body is not valid JSON"],
 };
 
+/** An error as the client sees it, for the few places that answer outside Fastify's reply (raw proxying). */
+export function errorResponse(err: unknown): { status: number; body: ErrorBody } {
+  if (err instanceof ApiError)
+    return { status: err.status, body: { ...err.details, error: err.message, code: err.code } };
+  return { status: 500, body: { error: "internal error", code: "INTERNAL" } };
+}
+
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
     if (err instanceof ApiError) {
-      return reply.code(err.status).send({ ...err.details, error: err.message, code: err.code } satisfies ErrorBody);
+      const { status, body } = errorResponse(err);
+      return reply.code(status).send(body);
     }
     const known = err.code ? FASTIFY_CODES[err.code] : undefined;
     if (known) return reply.code(known[0]).send({ error: known[2], code: known[1] } satisfies ErrorBody);

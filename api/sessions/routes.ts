@@ -6,7 +6,7 @@ import { CreateSessionBody, Session } from "../../protocol/session.ts";
 import { actingUserId } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
-import { createPreviewLink, type PreviewDeps } from "./preview.ts";
+import { createPreviewLink, type PreviewDeps } from "./preview-access.ts";
 
 const BASE = "/v1/projects/:projectId/sessions";
 const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { CliError } from "../errors.ts";
 import { info } from "../output.ts";
-import { AGENT_CONFIG, CR_SKILL, DEFAULT_AGENT, DOCKERFILE, manifest } from "../scaffold/templates.ts";
+import { AGENT_CONFIG, CR_SKILL, DEFAULT_AGENT, DOCKERFILE, manifest, SVC_GITIGNORE } from "../scaffold/templates.ts";
 
 export type InitOptions = { force?: boolean };
 
@@ -28,6 +28,7 @@ export function scaffold(dir: string, options: InitOptions): string[] {
   const written: string[] = [];
   writeFile(root, "svc.toml", manifest(basename(root)), force, written);
   writeFile(root, ".svc/Dockerfile", DOCKERFILE, force, written);
+  writeFile(root, ".svc/.gitignore", SVC_GITIGNORE, force, written);
   writeFile(root, ".svc/agent/opencode.json", AGENT_CONFIG, force, written);
   writeFile(root, ".svc/agent/agent/build.md", DEFAULT_AGENT, force, written);
   writeFile(root, ".svc/agent/skill/svc-change-requests/SKILL.md", CR_SKILL, force, written);

@@ -130,8 +130,9 @@ export function sessionsCommand(): Command {
     const link = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/previews`), PreviewLink, {
       body: { port: Number(port) },
     });
-    if (opts.json) printJson(link);
-    else printLine(link.url);
+    if (opts.json) return printJson(link);
+    printLine(link.url);
+    if (link.browser_url) info(`in a browser, where the app's root-relative paths resolve: ${link.browser_url}`);
   });
 
   return sessions;

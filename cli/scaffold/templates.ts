@@ -74,3 +74,8 @@ If \`svc cr show <n>\` reports conflicts: merge the base branch into the session
 (\`git fetch origin && git merge origin/<base>\`), resolve, commit, push, and run \`svc cr show <n>\` again until
 the preview is clean. Then hand back to the user. Never merge a conflicted CR to force a resolution.
 `;
+
+/** `.svc/.gitignore`: the link file names this machine's host and project, so it stays out of the repository. */
+export const SVC_GITIGNORE = `# Written by svc projects link / svc ship for this checkout only.
+link.json
+`;
