@@ -2,21 +2,27 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { execa } from "execa";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireChromium } from "./support/browser.ts";
 import { cliHome, freePort, svc } from "./support/cli.ts";
 import { removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
+
+const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 
 describe("a new user's path: self-host start, init, ship, sessions (real CLI, real Docker)", () => {
   const home = cliHome();
   const app = join(home.dir, "app");
   let docker: Docker;
+  let browser: Browser;
   const run = (args: string[]) => svc(args, { env: home.env, cwd: app });
   const containersOf = (session: string) =>
     docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${session}`] } });
 
   beforeAll(async () => {
     docker = await requireDocker();
+    browser = await requireChromium();
     const start = await svc(["self-host", "start", "--port", String(await freePort())], { env: home.env });
     expect(start.code, start.stderr).toBe(0);
     mkdirSync(app);
@@ -31,6 +37,7 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
   }, 300_000);
   afterAll(async () => {
     const project = JSON.parse(readFileSync(join(app, ".svc", "link.json"), "utf8")).project_id;
+    await browser?.close();
     await svc(["self-host", "stop"], { env: home.env });
     await removeProjectContainers(docker, project);
   });
@@ -45,9 +52,9 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     const [container] = await containersOf(id);
     expect(container).toBeDefined();
 
-    // An app the agent started on port 3000, opened through the URL `svc sessions preview` prints.
+    // A dev-server-like app the agent started on port 3000, opened the way `svc sessions preview` says.
     const server = await docker.getContainer(container!.Id).exec({
-      Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('hello from '+q.url)).listen(3000)"],
+      Cmd: ["/opt/svc/bin/node", "--input-type=module", "-e", readFileSync(PREVIEW_APP, "utf8")],
     });
     await server.start({ Detach: true });
     const preview = await run(["sessions", "preview", id]);
@@ -59,7 +66,24 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
       await new Promise((r) => setTimeout(r, 100));
       page = await fetch(url);
     }
-    expect(await page.text()).toBe("hello from /");
+    expect(await page.text()).toContain('<script type="module" src="/src/main.js">');
+
+    // In a real browser, the browser URL runs the app: its root-relative module loads and its WebSocket answers.
+    const browserUrl = /in a browser.*: (\S+)/.exec(preview.stderr)?.[1];
+    expect(browserUrl).toMatch(new RegExp(`^http://3000-${id}\\.localhost:\\d+/\\?svc_preview=`));
+    const tab = await (await browser.newContext()).newPage();
+    await tab.goto(browserUrl!);
+    await tab.waitForFunction(() => document.querySelector("#out")?.textContent !== "loading", null, {
+      timeout: 15_000,
+    });
+    expect(await tab.textContent("#out")).toBe("module+pong:ping");
+    // The grant moved into an HttpOnly cookie: scripts cannot read it, and the bare origin keeps working.
+    expect(await tab.evaluate(() => document.cookie)).not.toContain("svc_preview");
+    await tab.goto(new URL(browserUrl!).origin);
+    await tab.waitForFunction(() => document.querySelector("#out")?.textContent !== "loading", null, {
+      timeout: 15_000,
+    });
+    expect(await tab.textContent("#out")).toBe("module+pong:ping");
   });
 
   it("survives SIGKILL of the API mid-provision: no orphaned container, no session stuck provisioning", async () => {
