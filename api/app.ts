@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
@@ -54,6 +55,8 @@ export type AppOptions = {
   logLevel?: string;
   /** Serve previews at `<port>-<session>.<domain>`; default `localhost` when the public URL is on loopback. */
   previewDomain?: string;
+  /** This API process among those sharing the database (orchestrator/cluster.ts); default a fresh uuid. */
+  instanceId?: string;
 };
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
@@ -65,6 +68,7 @@ export function createServices(
   log: (msg: string, extra?: Record<string, unknown>) => void,
 ) {
   const { sql } = options;
+  const instanceId = options.instanceId ?? randomUUID();
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
 
@@ -89,6 +93,7 @@ export function createServices(
         driver: orchestrator.driver,
         settings: orchestrator.settings,
         installationId,
+        instanceId,
         cipher,
         platformImage: () => {
           platformImage ??= ensurePlatformImage(orchestrator.driver, {
@@ -110,6 +115,7 @@ export function createServices(
       options.previewDomain ?? (LOOPBACK_HOSTS.has(new URL(publicUrl()).hostname) ? "localhost" : undefined),
     repos,
     installationId,
+    instanceId,
     sessions,
     reposDir: join(options.dataDir, "repos"),
     hooksDir: installHooks(options.dataDir),

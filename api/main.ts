@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { packageRoot } from "../cli/package-root.ts";
+import { joinCluster } from "../orchestrator/cluster.ts";
 import { dockerOrchestrator, startBackgroundWork } from "../orchestrator/start.ts";
 import { bootstrapAdmin } from "./accounts/bootstrap.ts";
 import { buildApp } from "./app.ts";
@@ -25,8 +26,9 @@ const { app, services } = await buildApp({
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);
 if (!orchestrator) log("no Docker engine answered (or SVC_ORCHESTRATOR=off): sessions are unavailable");
+const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
 const stopBackground = orchestrator
-  ? startBackgroundWork(services, orchestrator, { idleMs: config.orchestrator.idleMs, log })
+  ? startBackgroundWork(services, orchestrator, { idleMs: config.orchestrator.idleMs, cluster, log })
   : () => {};
 
 let stopping = false;
@@ -36,6 +38,7 @@ async function shutdown(signal: string) {
   app.log.info({ signal }, "shutting down");
   stopBackground();
   await app.close();
+  await cluster.leave();
   await sql.close();
   process.exit(0);
 }

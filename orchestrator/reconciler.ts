@@ -1,5 +1,5 @@
 import type { SandboxDriver } from "./sandbox/driver.ts";
-import { INSTALLATION_LABEL, SANDBOX_LABEL, type SessionService } from "./sessions/service.ts";
+import { INSTALLATION_LABEL, SANDBOX_LABEL, SESSION_LABEL, type SessionService } from "./sessions/service.ts";
 import type { SessionStore } from "./sessions/store.ts";
 
 export type ReconcilerDeps = {
@@ -7,15 +7,20 @@ export type ReconcilerDeps = {
   store: SessionStore;
   sessions: SessionService;
   installationId: string;
+  /** Whether the API process with this instance id still runs (cluster.ts). */
+  isAlive: (instanceId: string | null) => Promise<boolean>;
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
 /**
  * Makes Docker and the database agree: no container without a live sandbox row, no live row without a
- * running container, no session left `provisioning` by a process that died. Runs at start and on a timer.
+ * running container, no session left `provisioning` by a process that died. Runs at start and on a timer, in
+ * the leading API process only; a session another live process is provisioning is that process's business.
  */
 export function createReconciler(deps: ReconcilerDeps) {
   const { driver, store, sessions, log } = deps;
+  const beingProvisioned = async (sessionId: string, provisioner: string | null) =>
+    sessions.isProvisioning(sessionId) || (await deps.isAlive(provisioner));
 
   async function removeOrphans(
     containers: Awaited<ReturnType<SandboxDriver["listByLabel"]>>,
@@ -26,7 +31,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     for (const c of containers) {
       const sandboxId = c.labels[SANDBOX_LABEL];
       if (sandboxId && liveIds.has(sandboxId)) continue;
-      if (sandboxId && sessions.isProvisioning(c.labels["dev.svc.session"] ?? "")) continue;
+      if (sandboxId && sessions.isProvisioning(c.labels[SESSION_LABEL] ?? "")) continue;
       await driver.remove(c.id);
       removed += 1;
       log("reconciler removed an orphaned container", { container: c.id, sandbox: sandboxId });
@@ -47,8 +52,8 @@ export function createReconciler(deps: ReconcilerDeps) {
     let failedSessions = 0;
 
     for (const sandbox of live) {
-      if (sessions.isProvisioning(sandbox.session_id)) continue;
-      // Only the leading orchestrator provisions, so a provisioning sandbox it is not working on was orphaned.
+      if (sandbox.status === "provisioning" && (await beingProvisioned(sandbox.session_id, sandbox.provisioner)))
+        continue;
       const container = containers.find((c) => c.labels[SANDBOX_LABEL] === sandbox.sandbox_id);
       if (sandbox.status === "active" && container?.running) continue;
       const reason = sandbox.status === "active" ? "the sandbox container is gone" : "provisioning was interrupted";
@@ -58,7 +63,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     }
 
     for (const session of await store.provisioningSessions()) {
-      if (sessions.isProvisioning(session.session_id)) continue;
+      if (await beingProvisioned(session.session_id, session.provisioner)) continue;
       if (
         await store.transition(session.session_id, ["provisioning"], "failed", {
           error: "provisioning was interrupted",

@@ -1,6 +1,7 @@
 import Docker from "dockerode";
 import type { AppOptions, Services } from "../api/app.ts";
 import type { ApiConfig } from "../api/config.ts";
+import type { Cluster } from "./cluster.ts";
 import { createIdleSweeper } from "./idle-sweeper.ts";
 import { createReconciler } from "./reconciler.ts";
 import { createDockerDriver } from "./sandbox/docker-driver.ts";
@@ -44,11 +45,14 @@ export async function dockerOrchestrator(config: ApiConfig, root: string): Promi
   };
 }
 
-/** Reconciles at start and then, with the idle sweep, on a timer. Returns the function that stops both. */
+/**
+ * Reconciles at start and then, with the idle sweep, on a timer, while this process leads the cluster (the
+ * others keep asking, so one takes over within a tick when the leader dies). Returns the function that stops.
+ */
 export function startBackgroundWork(
   services: Services,
   orchestrator: NonNullable<AppOptions["orchestrator"]>,
-  options: { idleMs: number; log: (msg: string, extra?: Record<string, unknown>) => void },
+  options: { idleMs: number; cluster: Cluster; log: (msg: string, extra?: Record<string, unknown>) => void },
 ): () => void {
   const sessions = services.sessions!;
   const store = createSessionStore(services.sql);
@@ -57,13 +61,28 @@ export function startBackgroundWork(
     store,
     sessions,
     installationId: services.installationId,
+    isAlive: options.cluster.isAlive,
     log: options.log,
   });
   const sweep = createIdleSweeper({ store, sessions, idleMs: options.idleMs, log: options.log });
-  const run = (name: string, fn: () => Promise<unknown>) => () =>
-    fn().catch((err) => options.log(`${name} failed`, { error: (err as Error).message }));
-  void run("reconcile", reconcile)();
-  const timers = [setInterval(run("reconcile", reconcile), TICK_MS), setInterval(run("idle sweep", sweep), TICK_MS)];
+  const whileLeading = (name: string, fn: () => Promise<unknown>) => async () => {
+    try {
+      if (await options.cluster.lead()) await fn();
+    } catch (err) {
+      options.log(`${name} failed`, { error: (err as Error).message });
+    }
+  };
+  // A leader that was just killed may hold its lock until the database notices: ask again for a moment.
+  void (async () => {
+    for (let i = 0; i < 10 && !(await options.cluster.lead().catch(() => false)); i++) {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await whileLeading("reconcile", reconcile)();
+  })();
+  const timers = [
+    setInterval(whileLeading("reconcile", reconcile), TICK_MS),
+    setInterval(whileLeading("idle sweep", sweep), TICK_MS),
+  ];
   return () => {
     for (const t of timers) clearInterval(t);
   };

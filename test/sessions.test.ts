@@ -3,6 +3,7 @@ import { connect } from "node:net";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
+import { joinCluster } from "../orchestrator/cluster.ts";
 import { createIdleSweeper } from "../orchestrator/idle-sweeper.ts";
 import { createReconciler } from "../orchestrator/reconciler.ts";
 import { createDockerDriver } from "../orchestrator/sandbox/docker-driver.ts";
@@ -414,6 +415,7 @@ describe("sessions on real Docker", () => {
       store: createSessionStore(db.sql),
       sessions: api.services.sessions!,
       installationId: api.services.installationId,
+      isAlive: (await joinCluster(db.sql, { instanceId: api.services.instanceId })).isAlive,
       log: () => {},
     });
     const result = await reconcile();

@@ -13,8 +13,12 @@ export type Sql = {
   exec(text: string): Promise<void>;
   /** Runs `fn` in one transaction; nested calls join the outer one. */
   transaction<R>(fn: (tx: Sql) => Promise<R>): Promise<R>;
+  /** One connection of its own until released: session-level state (advisory locks) lives on it. */
+  reserve(): Promise<ReservedSql>;
   close(): Promise<void>;
 };
+
+export type ReservedSql = Pick<Sql, "kind" | "query"> & { release(): Promise<void> };
 
 export type SqlOptions = { databaseUrl?: string; pgliteDir?: string };
 
@@ -38,6 +42,8 @@ async function openPglite(dir: string): Promise<Sql> {
       await conn.exec(text);
     },
     transaction: (fn) => (inTx ? fn(wrap(conn, true)) : db.transaction((tx) => fn(wrap(tx, true)))),
+    // PGlite has one connection, which is already this process's own.
+    reserve: async () => ({ kind: "pglite", query: wrap(db, false).query, release: async () => {} }),
     async close() {
       if (!inTx) await db.close();
     },
@@ -63,6 +69,14 @@ function openPostgres(url: string): Sql {
       inTx
         ? fn(wrap(conn, true))
         : (client.begin((tx) => fn(wrap(tx, true))) as Promise<Awaited<ReturnType<typeof fn>>>),
+    async reserve() {
+      const reserved = await client.reserve();
+      return {
+        kind: "postgres",
+        query: wrap(reserved, true).query,
+        release: async () => reserved.release(),
+      };
+    },
     async close() {
       if (!inTx) await client.end({ timeout: 5 });
     },

@@ -38,6 +38,8 @@ export type SessionDeps = {
   settings: OrchestratorSettings;
   /** This installation's id (one per database): its sandboxes are labelled with it. */
   installationId: string;
+  /** This API process (cluster.ts): recorded on the sessions it provisions. */
+  instanceId: string;
   /** Seals the sandbox service key at rest; without it previews are unavailable. */
   cipher: Cipher | undefined;
   log: (msg: string, extra?: Record<string, unknown>) => void;
@@ -230,6 +232,7 @@ export function createSessionService(deps: SessionDeps) {
         initialPrompt: body.prompt ?? null,
         createdBy: userId,
         cap: settings.sessionCap,
+        provisioner: deps.instanceId,
       });
       if ("current" in created) {
         throw apiError("SESSION_CAP_REACHED", `this account may run ${settings.sessionCap} sessions at once`, {
@@ -274,6 +277,7 @@ export function createSessionService(deps: SessionDeps) {
       await store.transition(session.session_id, ["provisioning", "running", "stopped", "failed"], "provisioning", {
         error: null,
         sandboxUrl: null,
+        provisioner: deps.instanceId,
       });
       const fresh = (await store.get(project.id, sessionId))!;
       void provision(project, fresh, { cutBranch: false });

@@ -46,6 +46,8 @@ export function createSessionStore(sql: Sql) {
       initialPrompt: string | null;
       createdBy: string;
       cap: number;
+      /** The API process that provisions it (cluster.ts). */
+      provisioner: string;
     }): Promise<{ session: SessionRecord } | { current: number }> {
       return sql.transaction(async (tx) => {
         // One account's creates queue here, so two of them can never both take the last slot.
@@ -57,8 +59,8 @@ export function createSessionStore(sql: Sql) {
         if (count!.n >= input.cap) return { current: count!.n };
         const [row] = await tx.query<SessionRow>(
           `insert into project_sessions (session_id, account_id, project_id, status, branch, base_ref, agent_name, agent_model,
-             initial_prompt, created_by)
-           values ($1, $2, $3, 'provisioning', $1, $4, $5, $6, $7, $8) returning ${SESSION_COLUMNS}`,
+             initial_prompt, created_by, provisioner)
+           values ($1, $2, $3, 'provisioning', $1, $4, $5, $6, $7, $8, $9) returning ${SESSION_COLUMNS}`,
           [
             crypto.randomUUID(),
             input.accountId,
@@ -68,6 +70,7 @@ export function createSessionStore(sql: Sql) {
             input.agentModel,
             input.initialPrompt,
             input.createdBy,
+            input.provisioner,
           ],
         );
         return { session: toSession(row!) };
@@ -95,11 +98,12 @@ export function createSessionStore(sql: Sql) {
       sessionId: string,
       from: SessionStatus[],
       to: SessionStatus,
-      fields: { error?: string | null; sandboxUrl?: string | null } = {},
+      fields: { error?: string | null; sandboxUrl?: string | null; provisioner?: string } = {},
     ) {
       const rows = await sql.query(
         `update project_sessions set status = $3, error = case when $6 then $4 else error end,
-           sandbox_url = case when $7 then $5 else sandbox_url end, updated_at = now()
+           sandbox_url = case when $7 then $5 else sandbox_url end, provisioner = coalesce($8, provisioner),
+           updated_at = now()
          where session_id = $1 and status = any($2::text[]) returning session_id`,
         [
           sessionId,
@@ -109,16 +113,14 @@ export function createSessionStore(sql: Sql) {
           fields.sandboxUrl ?? null,
           fields.error !== undefined,
           fields.sandboxUrl !== undefined,
+          fields.provisioner ?? null,
         ],
       );
       return rows.length > 0;
     },
 
-    async provisioningSessions(): Promise<SessionRecord[]> {
-      const rows = await sql.query<SessionRow>(
-        `select ${SESSION_COLUMNS} from project_sessions where status = 'provisioning'`,
-      );
-      return rows.map(toSession);
+    async provisioningSessions(): Promise<{ session_id: string; provisioner: string | null }[]> {
+      return sql.query("select session_id, provisioner from project_sessions where status = 'provisioning'");
     },
 
     async remove(sessionId: string): Promise<void> {
@@ -177,10 +179,12 @@ export function createSessionStore(sql: Sql) {
       return row?.service_key_enc ?? null;
     },
 
-    async liveSandboxes(): Promise<SandboxRecord[]> {
-      return sql.query<SandboxRecord>(
-        `select sandbox_id, session_id, project_id, status, container_id, url, token_id, created_at
-         from session_sandboxes where status in ('provisioning', 'active')`,
+    /** Provisioning and active sandboxes, with the API process provisioning their session. */
+    async liveSandboxes(): Promise<(SandboxRecord & { provisioner: string | null })[]> {
+      return sql.query(
+        `select b.sandbox_id, b.session_id, b.project_id, b.status, b.container_id, b.url, b.token_id, b.created_at,
+           s.provisioner
+         from session_sandboxes b join project_sessions s using (session_id) where b.status in ('provisioning', 'active')`,
       );
     },
 

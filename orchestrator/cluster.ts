@@ -1,0 +1,84 @@
+import { createHash, randomUUID } from "node:crypto";
+import type { ReservedSql, Sql } from "../api/db/sql.ts";
+
+/** Advisory lock keys (two int4s): the leader lock, and one lock per live API process. */
+const LEADER_CLASS = 0x737663;
+const INSTANCE_CLASS = 0x737664;
+
+const instanceKey = (instanceId: string) =>
+  createHash("sha256").update(instanceId).digest().readUInt32BE(0) & 0x7fffffff;
+
+export type Cluster = {
+  instanceId: string;
+  /** Leads now, taking the lead if nobody holds it; only the leader reconciles and sweeps. */
+  lead(): Promise<boolean>;
+  /** Whether the API process with this instance id still runs (holds its instance lock). */
+  isAlive(instanceId: string | null): Promise<boolean>;
+  leave(): Promise<void>;
+};
+
+/**
+ * The API processes sharing one database. Each holds an advisory lock on its instance id on a connection of its
+ * own for as long as it lives, so the others can tell that it (and the sessions it provisions) are alive; a
+ * process killed outright loses its connection and with it every lock at once. One process at a time also holds
+ * the leader lock. PGlite belongs to one process, which therefore always leads and is the only one alive.
+ */
+export async function joinCluster(
+  sql: Sql,
+  options: { instanceId?: string; log?: (msg: string, extra?: Record<string, unknown>) => void } = {},
+): Promise<Cluster> {
+  const instanceId = options.instanceId ?? randomUUID();
+  if (sql.kind === "pglite") {
+    return { instanceId, lead: async () => true, isAlive: async (id) => id === instanceId, leave: async () => {} };
+  }
+  let conn: ReservedSql | undefined;
+  let leading = false;
+  const connect = async () => {
+    if (conn) return conn;
+    const fresh = await sql.reserve();
+    await fresh.query("select pg_advisory_lock($1, $2)", [INSTANCE_CLASS, instanceKey(instanceId)]);
+    conn = fresh;
+    leading = false;
+    return fresh;
+  };
+  await connect();
+  return {
+    instanceId,
+    async lead() {
+      try {
+        const c = await connect();
+        if (leading) {
+          // Still ours? A dropped connection takes the lock with it.
+          await c.query("select 1");
+          return true;
+        }
+        const [row] = await c.query<{ ok: boolean }>("select pg_try_advisory_lock($1, 0) as ok", [LEADER_CLASS]);
+        leading = row!.ok;
+        if (leading) options.log?.("this API process now leads the orchestrator", { instance: instanceId });
+        return leading;
+      } catch (err) {
+        options.log?.("lost the database connection that holds the cluster locks", { error: (err as Error).message });
+        await conn?.release().catch(() => {});
+        conn = undefined;
+        leading = false;
+        return false;
+      }
+    },
+    async isAlive(id) {
+      if (!id) return false;
+      if (id === instanceId) return true;
+      const [row] = await sql.query<{ alive: boolean }>(
+        `select exists (select 1 from pg_locks where locktype = 'advisory' and granted
+           and classid::bigint = $1 and objid::bigint = $2 and objsubid = 2) as alive`,
+        [INSTANCE_CLASS, instanceKey(id)],
+      );
+      return row!.alive;
+    },
+    async leave() {
+      await conn?.query("select pg_advisory_unlock_all()").catch(() => {});
+      await conn?.release().catch(() => {});
+      conn = undefined;
+      leading = false;
+    },
+  };
+}
