@@ -4,6 +4,7 @@ import { apiError } from "../../api/errors.ts";
 import type { Repositories } from "../../api/git/repositories.ts";
 import type { Cipher } from "../../api/secrets/cipher.ts";
 import type { SecretStore } from "../../api/secrets/store.ts";
+import { createTtlCache } from "../../api/ttl-cache.ts";
 import { DaemonHealth } from "../../protocol/daemon.ts";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";
@@ -45,6 +46,9 @@ export type SessionDeps = {
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
+export type PreviewTarget = { projectId: string; url: string; serviceKey: string };
+const PREVIEW_TARGET_TTL_MS = 2000;
+
 export const SANDBOX_LABEL = "dev.svc.sandbox";
 export const INSTALLATION_LABEL = "dev.svc.installation";
 export const SESSION_LABEL = "dev.svc.session";
@@ -73,6 +77,9 @@ export function createSessionService(deps: SessionDeps) {
   const { store, driver, settings } = deps;
   // Sessions this process is provisioning right now: the reconciler leaves them alone.
   const inFlight = new Set<string>();
+  // Every request of a previewed page needs its sandbox's address and key, which change only when the sandbox is
+  // replaced: this process forgets them then, and other processes within the TTL.
+  const previewTargets = createTtlCache<string, PreviewTarget>(PREVIEW_TARGET_TTL_MS);
 
   /** Everything one sandbox needs, then the container; any failure leaves the session `failed` and no container. */
   /** Runs in the background of a request: it never rejects (a closing database included); the reconciler fixes the rest. */
@@ -198,10 +205,23 @@ export function createSessionService(deps: SessionDeps) {
   }
 
   async function stopSandboxOf(sessionId: string): Promise<void> {
+    previewTargets.delete(sessionId);
     const sandbox = await store.currentSandbox(sessionId);
     if (sandbox && (sandbox.status === "active" || sandbox.status === "provisioning")) {
       await teardownSandbox(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, "stopped");
     }
+  }
+
+  async function loadPreviewTarget(project: Project, sessionId: string): Promise<PreviewTarget> {
+    const session = await load(project, sessionId);
+    const sandbox = await store.currentSandbox(session.session_id);
+    if (session.status !== "running" || !sandbox?.url || sandbox.status !== "active") {
+      throw apiError("SESSION_NOT_RUNNING", `session ${session.session_id} is ${session.status}; start it to preview`);
+    }
+    const sealed = await store.sealedServiceKey(sandbox.sandbox_id);
+    if (!sealed || !deps.cipher)
+      throw apiError("NOT_CONFIGURED", "previews need the server's secrets key (SVC_SECRETS_KEY)");
+    return { projectId: project.id, url: sandbox.url, serviceKey: deps.cipher.decrypt(sealed, "sandbox-service-key") };
   }
 
   async function load(project: Project, sessionId: string): Promise<SessionRecord> {
@@ -215,6 +235,7 @@ export function createSessionService(deps: SessionDeps) {
 
     /** Tears a sandbox down for the reconciler or the sweeper; a session still marked running becomes stopped. */
     async closeSandbox(sandbox: SandboxRecord, status: "stopped" | "error", reason: string): Promise<void> {
+      previewTargets.delete(sandbox.session_id);
       await teardownSandbox(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, status);
       if (status === "error") await store.updateSandbox(sandbox.sandbox_id, { error: reason });
       await store.transition(sandbox.session_id, ["running"], "stopped", {
@@ -247,19 +268,10 @@ export function createSessionService(deps: SessionDeps) {
     list: (project: Project) => store.list(project.id),
 
     /** Where a preview request goes and the key that signs its user context. */
-    async previewTarget(project: Project, sessionId: string): Promise<{ url: string; serviceKey: string }> {
-      const session = await load(project, sessionId);
-      const sandbox = await store.currentSandbox(session.session_id);
-      if (session.status !== "running" || !sandbox?.url || sandbox.status !== "active") {
-        throw apiError(
-          "SESSION_NOT_RUNNING",
-          `session ${session.session_id} is ${session.status}; start it to preview`,
-        );
-      }
-      const sealed = await store.sealedServiceKey(sandbox.sandbox_id);
-      if (!sealed || !deps.cipher)
-        throw apiError("NOT_CONFIGURED", "previews need the server's secrets key (SVC_SECRETS_KEY)");
-      return { url: sandbox.url, serviceKey: deps.cipher.decrypt(sealed, "sandbox-service-key") };
+    async previewTarget(project: Project, sessionId: string): Promise<PreviewTarget> {
+      const cached = await previewTargets.get(sessionId, () => loadPreviewTarget(project, sessionId));
+      // A cached target of another project's session: answer as for a fresh lookup (not found).
+      return cached.projectId === project.id ? cached : loadPreviewTarget(project, sessionId);
     },
     get: load,
 

@@ -1,4 +1,6 @@
 import { execFileSync } from "node:child_process";
+import autocannon from "autocannon";
+import type Docker from "dockerode";
 import { call, seedUser, startApi } from "../../test/support/api-server.ts";
 import { freePort } from "../../test/support/cli.ts";
 import { freshDatabase } from "../../test/support/databases.ts";
@@ -7,6 +9,40 @@ import { authedUrl, workRepo } from "../../test/support/git-fixture.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
 const SESSIONS = 10;
+
+/**
+ * A page's requests through a preview link (API, then the sandbox daemon) against the same app reached directly
+ * at the container's address: what the whole preview chain costs per request.
+ */
+async function benchPreview(docker: Docker, containerId: string, apiUrl: string, sessionPath: string, token: string) {
+  const app = await docker.getContainer(containerId).exec({
+    Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('ok')).listen(3000)"],
+  });
+  await app.start({ Detach: true });
+  const ip = Object.values((await docker.getContainer(containerId).inspect()).NetworkSettings.Networks)[0]!.IPAddress;
+  const link = (await call(apiUrl, "POST", `${sessionPath}/previews`, { token, body: { port: 3000 } })).body;
+  const grant = new URL(link.url).searchParams.get("svc_preview");
+  const through = `${link.url.split("?")[0]}asset.js`;
+  for (
+    let i = 0;
+    i < 50 &&
+    (await fetch(`http://${ip}:3000/`).then(
+      (r) => !r.ok,
+      () => true,
+    ));
+    i++
+  )
+    await new Promise((r) => setTimeout(r, 100));
+  const load = async (url: string, headers: Record<string, string> = {}) => {
+    const result = await autocannon({ url, connections: 16, duration: 4, headers });
+    if (result.non2xx > 0 || result.errors > 0)
+      throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+    return result;
+  };
+  const direct = await load(`http://${ip}:3000/`);
+  const proxied = await load(through, { cookie: `svc_preview=${grant}` });
+  return `preview link through the API: ${Math.round(proxied.requests.average)} req/s (p50 ${proxied.latency.p50} ms) vs the app at the container's address ${Math.round(direct.requests.average)} req/s (p50 ${direct.latency.p50} ms): ${((proxied.requests.average / direct.requests.average) * 100).toFixed(0)}%`;
+}
 
 /** Session create -> running with a cached image, against a bare `docker run --rm <image> true`. */
 export async function benchSessionStart() {
@@ -49,6 +85,13 @@ export async function benchSessionStart() {
       .toString()
       .trim();
     const rssMb = Number(rss.split(/\s+/)[0]) / 1024;
+    const preview = await benchPreview(
+      docker,
+      container!.Id,
+      api.url,
+      `/v1/projects/${project.id}/sessions/${warm}`,
+      user.token,
+    );
     await sessions(`/${warm}`, "DELETE");
 
     const bare = await timeRuns(SESSIONS, async () =>
@@ -66,6 +109,7 @@ export async function benchSessionStart() {
       lines: [
         `session create -> running (cached image, ${SESSIONS} runs): p50 ${ms(percentile(starts, 50))} ms, p95 ${ms(percentile(starts, 95))} ms | bare docker run --rm true p50 ${ms(percentile(bare, 50))} ms | ratio ${ratio.toFixed(2)}x (need <= 3x)`,
         `idle svc-agent RSS: ${rssMb.toFixed(1)} MB (need < 60 MB)`,
+        preview,
       ],
     };
   } finally {
