@@ -17,7 +17,7 @@ import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { createForwarder } from "./forward.ts";
-import { handleConnection } from "./proxy-tunnel.ts";
+import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
 
 export type ControlHandlers = {
   health(): Promise<DaemonHealth>;
@@ -140,7 +140,10 @@ export function createDaemonServer(deps: ServerDeps) {
         return send(res, 200, await handler(await readJson(req)));
       }
       const target = route(req, (status, body) => send(res, status, body));
-      if (target) await forward(req, res, target, req.url ?? "/");
+      if (target)
+        await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", {
+          unreachable: (r, err) => send(r, 502, { error: upstreamError(target, err) }),
+        });
     } catch (err) {
       const status = (err as { status?: number }).status ?? 500;
       if (!res.headersSent) send(res, status, { error: (err as Error).message });

@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { parse as parseToml } from "smol-toml";
@@ -62,7 +63,26 @@ export async function pullWorkspace(config: DaemonConfig): Promise<void> {
   await git(["merge", "--ff-only", "--quiet", "FETCH_HEAD"], config.workspace);
 }
 
+/**
+ * The workspace's HEAD commit, read from .git's files: health answers this on every poll, and a git process per
+ * poll costs milliseconds. Anything unusual (a .git file, a missing ref) asks git itself.
+ */
 export async function headCommit(workspace: string): Promise<string | null> {
+  try {
+    const dir = join(workspace, ".git");
+    const head = (await readFile(join(dir, "HEAD"), "utf8")).trim();
+    if (/^[0-9a-f]{40,64}$/.test(head)) return head;
+    const ref = /^ref: (refs\/[^\s]+)$/.exec(head)?.[1];
+    if (ref) {
+      const loose = await readFile(join(dir, ref), "utf8").catch(() => undefined);
+      if (loose && /^[0-9a-f]{40,64}\s*$/.test(loose)) return loose.trim();
+      const packed = await readFile(join(dir, "packed-refs"), "utf8").catch(() => "");
+      const line = packed.split("\n").find((l) => l.endsWith(` ${ref}`));
+      if (line) return line.split(" ")[0]!;
+    }
+  } catch {
+    // fall through to git
+  }
   try {
     return await git(["rev-parse", "HEAD"], workspace);
   } catch {

@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import httpProxy from "http-proxy";
 import { z } from "zod";
+import { createForwarder } from "../../daemon/forward.ts";
 import { PREVIEW_COOKIE, PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
@@ -34,12 +35,9 @@ const Place = z.object({ sessionId: z.string().min(1).max(100), port: PreviewPor
  * pass through both.
  */
 export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => void) {
+  // Plain requests go through undici pools; WebSocket upgrades through http-proxy.
+  const forward = createForwarder();
   const proxy = httpProxy.createProxyServer({ agent: new Agent({ keepAlive: true }), proxyTimeout: 0 });
-  const cookiesToSet = new WeakMap<IncomingMessage, string>();
-  proxy.on("proxyRes", (proxyRes, req) => {
-    const cookie = cookiesToSet.get(req);
-    if (cookie) proxyRes.headers["set-cookie"] = [...(proxyRes.headers["set-cookie"] ?? []), cookie];
-  });
   const secure = () => (deps.publicUrl().startsWith("https:") ? "; Secure" : "");
   let hostPattern: { domain: string | undefined; pattern: RegExp | undefined } | undefined;
   /** `<port>-<session>.<domain>[:port]`, rebuilt only if the domain changes (the public URL may be known late). */
@@ -61,13 +59,9 @@ export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => vo
     const cookies = splitCookies(req.headers.cookie);
     if (cookies.rest) req.headers.cookie = cookies.rest;
     else delete req.headers.cookie;
-    if (access.grant) {
-      const maxAge = access.grant.exp - Math.floor(Date.now() / 1000);
-      cookiesToSet.set(
-        req,
-        `${PREVIEW_COOKIE}=${access.grant.token}; Path=${cookiePath}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure()}`,
-      );
-    }
+    const setCookie = access.grant
+      ? `${PREVIEW_COOKIE}=${access.grant.token}; Path=${cookiePath}; Max-Age=${access.grant.exp - Math.floor(Date.now() / 1000)}; HttpOnly; SameSite=Lax${secure()}`
+      : undefined;
     req.url = `/proxy/${place.port}${rest.startsWith("/") ? rest : `/${rest}`}`;
     const context = signUserContext(access.target.serviceKey, {
       user_id: access.userId,
@@ -75,7 +69,7 @@ export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => vo
       session_id: place.sessionId,
       exp: Math.floor(Date.now() / 1000) + CONTEXT_TTL_S,
     });
-    return { target: access.target.url, headers: { [USER_CONTEXT_HEADER]: context } };
+    return { target: access.target.url, headers: { [USER_CONTEXT_HEADER]: context }, setCookie };
   }
 
   function unreachable(res: ServerResponse, err: Error) {
@@ -109,8 +103,8 @@ export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => vo
   async function web(req: IncomingMessage, res: ServerResponse, place: NonNullable<ReturnType<typeof placeOf>>) {
     const url = splitUrl(place.rest);
     const access = await authorizePreview(deps, req, place, url.grant);
-    const options = prepare(req, access, place, url.path + url.query, place.cookiePath);
-    proxy.web(req, res, options, (err) => unreachable(res, err));
+    const { target, headers, setCookie } = prepare(req, access, place, url.path + url.query, place.cookiePath);
+    await forward(req, res, target, req.url!, { headers, setCookie, unreachable });
   }
 
   return {
@@ -155,8 +149,8 @@ export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => vo
         if (!place) throw apiError("NOT_FOUND", `no WebSocket endpoint at ${req.url?.split("?")[0]}`);
         const url = splitUrl(place.rest);
         const access = await authorizePreview(deps, req, place, url.grant);
-        const options = prepare(req, access, place, url.path + url.query, place.cookiePath);
-        proxy.ws(req, socket, head, options, () => socket.destroy());
+        const { target, headers } = prepare(req, access, place, url.path + url.query, place.cookiePath);
+        proxy.ws(req, socket, head, { target, headers }, () => socket.destroy());
       })().catch(refuse);
     },
   };
