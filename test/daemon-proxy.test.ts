@@ -1,16 +1,15 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { connect } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { signUserContext } from "../protocol/user-context.ts";
 import { freePort } from "./support/cli.ts";
+import { startDaemon } from "./support/daemon.ts";
+import { expectIncrementalEvents } from "./support/streams.ts";
 
 const SERVICE_KEY = "svc_sk_proxy-test-key-0123456789abcdef00";
 const SESSION = "6f1c2d3e-0000-4000-8000-0000000000aa";
-const DAEMON = new URL("../daemon/main.ts", import.meta.url).pathname;
+const _DAEMON = new URL("../daemon/main.ts", import.meta.url).pathname;
 
 const context = () =>
   signUserContext(SERVICE_KEY, {
@@ -112,33 +111,15 @@ describe("daemon /proxy/{port}: one connection, many requests (real daemon proce
   beforeAll(async () => {
     a = await startApp("a", seen);
     b = await startApp("b", seen);
-    port = await freePort();
-    const agentPort = await freePort();
-    daemon = spawn(process.execPath, ["--import", "tsx", DAEMON], {
-      env: {
-        ...process.env,
-        SVC_TOKEN: SERVICE_KEY,
-        SVC_SESSION_ID: SESSION,
-        SVC_SERVICE_PORT: String(port),
-        SVC_LISTEN_HOST: "127.0.0.1",
-        SVC_AGENT_PORT: String(agentPort),
-        SVC_WORKSPACE: mkdtempSync(join(tmpdir(), "svc-ws-")),
-        SVC_AGENT_HOME: mkdtempSync(join(tmpdir(), "svc-home-")),
-        SVC_AGENT_COMMAND: JSON.stringify(["sleep", "3600"]),
-      },
-      stdio: ["ignore", "inherit", "inherit"],
-    });
-    base = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 15_000;
-    while (
-      !(await fetch(`${base}/svc/health`).then(
-        (r) => r.ok,
-        () => false,
-      ))
-    ) {
-      if (Date.now() > deadline) throw new Error("daemon did not start");
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    ({
+      child: daemon,
+      port,
+      base,
+    } = await startDaemon({
+      serviceKey: SERVICE_KEY,
+      sessionId: SESSION,
+      agentCommand: ["sleep", "3600"],
+    }));
   });
   afterAll(() => {
     daemon?.kill("SIGTERM");
@@ -223,19 +204,7 @@ describe("daemon /proxy/{port}: one connection, many requests (real daemon proce
 
   it("streams server-sent events from a sandbox port as they happen and large bodies intact", async () => {
     const res = await fetch(`${base}/proxy/${a.port}/events`, { headers: { "x-svc-user-context": context() } });
-    const reader = res.body!.getReader();
-    const arrivals: number[] = [];
-    const start = Date.now();
-    let text = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += Buffer.from(value).toString();
-      arrivals.push(Date.now() - start);
-    }
-    expect(text.match(/tick/g)).toHaveLength(5);
-    expect(arrivals.length).toBeGreaterThanOrEqual(3);
-    expect(arrivals[0]!).toBeLessThan(arrivals.at(-1)! - 300);
+    await expectIncrementalEvents(res);
 
     const big = await fetch(`${base}/proxy/${a.port}/big`, { headers: { "x-svc-user-context": context() } });
     expect((await big.text()).length).toBe(4 << 20);

@@ -1,16 +1,15 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import { connect } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signUserContext } from "../protocol/user-context.ts";
 import { freePort } from "./support/cli.ts";
+import { startDaemon } from "./support/daemon.ts";
+import { expectIncrementalEvents } from "./support/streams.ts";
 
 const SERVICE_KEY = "svc_sk_test-service-key-0123456789abcdef";
 const SESSION = "6f1c2d3e-0000-4000-8000-000000000001";
-const DAEMON = new URL("../daemon/main.ts", import.meta.url).pathname;
+const _DAEMON = new URL("../daemon/main.ts", import.meta.url).pathname;
 const FAKE = new URL("./fixtures/fake-agent-runtime.mjs", import.meta.url).pathname;
 
 function context(overrides: { exp?: number; session?: string; key?: string } = {}) {
@@ -39,31 +38,19 @@ describe("svc-agent daemon (real process, stand-in agent runtime)", () => {
   let app: Server;
 
   beforeAll(async () => {
-    port = await freePort();
-    const agentPort = await freePort();
     appPort = await freePort();
     // A "sandbox port" an app of the user listens on.
     app = createServer((req, res) => res.end(`app saw ${req.url}`));
     await new Promise<void>((r) => app.listen(appPort, "127.0.0.1", r));
-    daemon = spawn(process.execPath, ["--import", "tsx", DAEMON], {
-      env: {
-        ...process.env,
-        SVC_TOKEN: SERVICE_KEY,
-        SVC_SESSION_ID: SESSION,
-        SVC_SERVICE_PORT: String(port),
-        SVC_LISTEN_HOST: "127.0.0.1",
-        SVC_AGENT_PORT: String(agentPort),
-        SVC_WORKSPACE: mkdtempSync(join(tmpdir(), "svc-ws-")),
-        SVC_AGENT_HOME: mkdtempSync(join(tmpdir(), "svc-home-")),
-        SVC_AGENT_COMMAND: JSON.stringify([process.execPath, FAKE]),
-        FAKE_PORT: String(agentPort),
-        FAKE_BOOT_DELAY_MS: "1500",
-        FAKE_ECHO_ENV: "INJECTED",
-      },
-      stdio: ["ignore", "inherit", "inherit"],
+    const started = await startDaemon({
+      serviceKey: SERVICE_KEY,
+      sessionId: SESSION,
+      agentCommand: [process.execPath, FAKE],
+      env: { FAKE_BOOT_DELAY_MS: "1500", FAKE_ECHO_ENV: "INJECTED" },
     });
-    base = `http://127.0.0.1:${port}`;
-    await waitFor(async () => (await fetch(`${base}/svc/health`)).ok);
+    daemon = started.child;
+    port = started.port;
+    base = started.base;
   });
   afterAll(async () => {
     daemon?.kill("SIGTERM");
@@ -154,20 +141,7 @@ describe("svc-agent daemon (real process, stand-in agent runtime)", () => {
   it("streams server-sent events through the proxy as they happen", async () => {
     const res = await fetch(`${base}/events`, { headers: { "x-svc-user-context": context() } });
     expect(res.headers.get("content-type")).toContain("text/event-stream");
-    const reader = res.body!.getReader();
-    const arrivals: number[] = [];
-    const start = Date.now();
-    let text = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += Buffer.from(value).toString();
-      arrivals.push(Date.now() - start);
-    }
-    expect(text.match(/tick/g)).toHaveLength(5);
-    // Five events 150 ms apart arrive spread out, not in one buffered burst at the end.
-    expect(arrivals.length).toBeGreaterThanOrEqual(3);
-    expect(arrivals[0]!).toBeLessThan(arrivals.at(-1)! - 300);
+    await expectIncrementalEvents(res);
   });
 
   it("passes WebSocket upgrades through after checking the user context", async () => {

@@ -1,10 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import { signUserContext } from "../../protocol/user-context.ts";
 import { freePort } from "../../test/support/cli.ts";
+import { startDaemon } from "../../test/support/daemon.ts";
 import { startNginxReference } from "./nginx-reference.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
@@ -43,8 +42,14 @@ export async function benchDaemonProxy() {
   const children: ChildProcess[] = [];
   const stops: (() => void)[] = [];
   try {
-    const daemonPort = await freePort();
-    const agentPort = await freePort();
+    const daemon = await startDaemon({
+      serviceKey: KEY,
+      sessionId: "bench",
+      agentCommand: ["sleep", "3600"],
+      stdio: "ignore",
+    });
+    children.push(daemon.child);
+    const daemonPort = daemon.port;
     const header = {
       "x-svc-user-context": signUserContext(KEY, {
         user_id: "u",
@@ -53,23 +58,6 @@ export async function benchDaemonProxy() {
         exp: Math.floor(Date.now() / 1000) + 3600,
       }),
     };
-    children.push(
-      spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "../../daemon/main.ts")], {
-        env: {
-          ...process.env,
-          SVC_TOKEN: KEY,
-          SVC_SESSION_ID: "bench",
-          SVC_SERVICE_PORT: String(daemonPort),
-          SVC_LISTEN_HOST: "127.0.0.1",
-          SVC_WORKSPACE: mkdtempSync(join(tmpdir(), "svc-bench-ws-")),
-          SVC_AGENT_HOME: mkdtempSync(join(tmpdir(), "svc-bench-home-")),
-          SVC_AGENT_PORT: String(agentPort),
-          SVC_AGENT_COMMAND: JSON.stringify(["sleep", "3600"]),
-        },
-        stdio: "ignore",
-      }),
-    );
-    await waitUntilUp(`http://127.0.0.1:${daemonPort}/svc/health`);
 
     const lines: string[] = [];
     let pageShare = 0;
