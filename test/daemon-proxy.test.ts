@@ -58,8 +58,11 @@ async function startApp(name: string, seen: Seen[]): Promise<{ server: Server; p
   return { server, port };
 }
 
-/** Writes raw bytes on one connection and reads back `count` Content-Length framed responses, in order. */
-function exchange(port: number, raw: string, count: number): Promise<Reply[]> {
+/**
+ * Writes raw bytes on one connection and reads back `count` Content-Length framed responses, in order. With
+ * `pieces`, the bytes go out in that many writes split at random places, each in its own TCP segment.
+ */
+function exchange(port: number, raw: string, count: number, pieces = 1): Promise<Reply[]> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
     let buffer = Buffer.alloc(0);
@@ -93,7 +96,17 @@ function exchange(port: number, raw: string, count: number): Promise<Reply[]> {
       }
     });
     socket.on("error", reject);
-    socket.write(raw);
+    socket.setNoDelay(true);
+    const cuts = [
+      ...new Set(Array.from({ length: pieces - 1 }, () => 1 + Math.floor(Math.random() * (raw.length - 1)))),
+    ];
+    const bounds = [0, ...cuts.sort((x, y) => x - y), raw.length];
+    (async () => {
+      for (let i = 1; i < bounds.length; i++) {
+        socket.write(raw.slice(bounds[i - 1], bounds[i]));
+        if (i < bounds.length - 1) await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
   });
 }
 
@@ -162,6 +175,20 @@ describe("daemon /proxy/{port}: one connection, many requests (real daemon proce
     expect(JSON.parse(replies[2]!.body).status).toBe("ok");
     expect(JSON.parse(replies[4]!.body)).toMatchObject({ app: "a", url: "/after" });
     expect(seen.map((s) => s.url)).toEqual(["/first", "/second", "/after"]);
+  });
+
+  it("frames requests the same however TCP splits them", async () => {
+    const raw =
+      get(`/proxy/${a.port}/one`, authed()) +
+      `POST /proxy/${a.port}/two HTTP/1.1\r\nHost: x\r\n${authed()}Content-Length: 11\r\n\r\nhello world` +
+      get(`/proxy/${b.port}/three`, authed()) +
+      get(`/proxy/${b.port}/four`);
+    for (let round = 0; round < 5; round++) {
+      seen.length = 0;
+      const replies = await exchange(port, raw, 4, 40);
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 401]);
+      expect(seen.map((r) => `${r.app}${r.url}:${r.body}`)).toEqual(["a/one:", "a/two:hello world", "b/three:"]);
+    }
   });
 
   it("forwards bodies framed by length or chunked", async () => {
