@@ -73,7 +73,9 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
     const ls = await svc(["self-host", "env", "ls"], { env: home.env });
     expect(ls.stdout).toContain("SVC_AGENT_MODEL=m1");
     expect(ls.stdout).not.toContain("verysecretvalue");
-    expect((await svc(["self-host", "env", "set", "no-equals"], { env: home.env })).code).toBe(2);
+    const bare = await svc(["self-host", "env", "set", "sk-bare-secret-value"], { env: home.env });
+    expect(bare.code).toBe(2);
+    expect(bare.stderr + bare.stdout).not.toContain("sk-bare-secret-value");
   });
 });
 

@@ -64,7 +64,10 @@ describe("project secrets: API and CLI", () => {
     expect(res.stdout + res.stderr).not.toContain("piped-secret");
     expect((await api.services.secrets.values(projectId)).values.FROM_STDIN).toBe("piped-secret");
     expect((await svc(["secrets", "set", "SVC_NOPE=x"], { env, cwd })).code).toBe(1);
-    expect((await svc(["secrets", "set", "novalue"], { env, cwd })).code).toBe(2);
+    const bare = await svc(["secrets", "set", "OK=1", "sk-live-forgot-the-name"], { env, cwd });
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain("argument 2 is not NAME=VALUE");
+    expect(bare.stderr + bare.stdout).not.toContain("sk-live-forgot-the-name");
   });
 
   it("lists names with the manifest's required-but-missing ones marked", async () => {

@@ -77,9 +77,10 @@ export function secretsCommands(): Command[] {
   ).action(async (pairs: string[], _o, cmd: Command) => {
     const values: Record<string, string> = {};
     let stdinUsed = false;
-    for (const pair of pairs) {
+    for (const [i, pair] of pairs.entries()) {
       const eq = pair.indexOf("=");
-      if (eq <= 0) throw usageError(`expected NAME=VALUE, got '${pair.split("=")[0]}'`);
+      // Never echo the argument: without its '=' it may be a bare secret.
+      if (eq <= 0) throw usageError(`argument ${i + 1} is not NAME=VALUE`);
       const name = pair.slice(0, eq);
       let value = pair.slice(eq + 1);
       if (value === "-") {

@@ -23,9 +23,10 @@ export function envList(options: { json?: boolean }): void {
 }
 
 export function envSet(pairs: string[]): void {
-  const parsed = pairs.map((pair) => {
+  const parsed = pairs.map((pair, i) => {
     const eq = pair.indexOf("=");
-    if (eq <= 0) throw usageError(`expected KEY=VALUE, got '${pair}'`);
+    // Never echo the argument: without its '=' it may be a bare secret.
+    if (eq <= 0) throw usageError(`argument ${i + 1} is not KEY=VALUE`);
     const key = pair.slice(0, eq);
     if (!KEY.test(key)) throw usageError(`'${key}' is not a valid variable name`);
     return [key, pair.slice(eq + 1)] as const;
