@@ -27,6 +27,7 @@ import { createProjectStore } from "./projects/store.ts";
 import { createCipher } from "./secrets/cipher.ts";
 import { secretRoutes } from "./secrets/routes.ts";
 import { createSecretStore } from "./secrets/store.ts";
+import { agentRoutes } from "./sessions/agent.ts";
 import { createPreviews, type Previews } from "./sessions/preview.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { VERSION } from "./version.ts";
@@ -172,6 +173,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(gitRoutes(services));
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
+  await app.register(agentRoutes(services));
   previews = createPreviews(services, (err) => app.log.error({ err }, "preview failed"));
   await app.register(previews.routes);
   app.server.on("upgrade", previews.upgrade);

@@ -19,28 +19,46 @@ export class ApiRequestError extends CliError {
 export function createApiClient(options: { baseUrl: string; token: string | undefined }) {
   const base = options.baseUrl.replace(/\/+$/, "");
 
+  async function send(method: string, path: string, opts: RequestOptions & { accept?: string; signal?: AbortSignal }) {
+    const url = new URL(base + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
+    const headers: Record<string, string> = { accept: opts.accept ?? "application/json" };
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    if (opts.body !== undefined) headers["content-type"] = "application/json";
+    try {
+      return await fetch(url, {
+        method,
+        headers,
+        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        signal: opts.signal,
+      });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new CliError(`cannot reach ${base}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+    }
+  }
+
+  function failure(res: Response, json: unknown): ApiRequestError {
+    const body = ErrorBody.safeParse(json);
+    const message = body.success ? body.data.error : `HTTP ${res.status}`;
+    const detail =
+      body.success && Array.isArray(body.data.conflicts) ? `: ${(body.data.conflicts as string[]).join(", ")}` : "";
+    const reason = body.success && typeof body.data.reason === "string" ? ` (${body.data.reason})` : "";
+    return new ApiRequestError(
+      `${message}${reason}${detail} [HTTP ${res.status}]`,
+      res.status,
+      body.success ? body.data.code : undefined,
+      body.success ? body.data : undefined,
+    );
+  }
+
   async function request<S extends z.ZodType>(
     method: string,
     path: string,
     schema: S,
     opts: RequestOptions = {},
   ): Promise<z.infer<S>> {
-    const url = new URL(base + path);
-    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
-    const headers: Record<string, string> = { accept: "application/json" };
-    if (options.token) headers.authorization = `Bearer ${options.token}`;
-    if (opts.body !== undefined) headers["content-type"] = "application/json";
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method,
-        headers,
-        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-      });
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      throw new CliError(`cannot reach ${base}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
-    }
+    const res = await send(method, path, opts);
     const text = await res.text();
     let json: unknown;
     try {
@@ -48,26 +66,48 @@ export function createApiClient(options: { baseUrl: string; token: string | unde
     } catch {
       json = undefined;
     }
-    if (!res.ok) {
-      const body = ErrorBody.safeParse(json);
-      const message = body.success ? body.data.error : `HTTP ${res.status}`;
-      const detail =
-        body.success && Array.isArray(body.data.conflicts) ? `: ${(body.data.conflicts as string[]).join(", ")}` : "";
-      const reason = body.success && typeof body.data.reason === "string" ? ` (${body.data.reason})` : "";
-      throw new ApiRequestError(
-        `${message}${reason}${detail} [HTTP ${res.status}]`,
-        res.status,
-        body.success ? body.data.code : undefined,
-        body.success ? body.data : undefined,
-      );
-    }
+    if (!res.ok) throw failure(res, json);
     const parsed = schema.safeParse(json);
     if (!parsed.success)
       throw new CliError(`unexpected answer from ${method} ${path}: ${parsed.error.issues[0]?.message}`);
     return parsed.data;
   }
 
-  return { baseUrl: base, request };
+  /** A server-sent event stream: each `data:` payload, parsed as JSON, until the server or `signal` ends it. */
+  async function* events(path: string, signal: AbortSignal): AsyncGenerator<unknown> {
+    const res = await send("GET", path, { accept: "text/event-stream", signal });
+    if (!res.ok) {
+      const text = await res.text();
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      throw failure(res, json);
+    }
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+          const data = buffer
+            .slice(0, end)
+            .split("\n")
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).trimStart())
+            .join("\n");
+          buffer = buffer.slice(end + 2);
+          if (data) yield JSON.parse(data);
+        }
+      }
+    } catch (err) {
+      if (!signal.aborted) throw new CliError(`the event stream broke: ${(err as Error).message}`);
+    }
+  }
+
+  return { baseUrl: base, request, events };
 }
 
 export type ApiClient = ReturnType<typeof createApiClient>;

@@ -58,6 +58,7 @@ async function daemon(): Promise<void> {
 
   const server = createDaemonServer({
     serviceKey: config.serviceKey,
+    workspace: config.workspace,
     sessionId: config.sessionId,
     servicePort: config.port,
     agentPort: config.agentPort,
@@ -93,7 +94,8 @@ async function daemon(): Promise<void> {
       },
       async prompt(body: PromptBody) {
         requireRuntime();
-        const session = body.session ?? currentSession ?? (await client.createSession("svc session"));
+        const session =
+          body.session ?? (body.new ? undefined : currentSession) ?? (await client.createSession("svc session"));
         await client.prompt(session, body.text, body.agent);
         currentSession = session;
         busy.at = 0;

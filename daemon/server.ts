@@ -15,6 +15,7 @@ import {
 } from "../protocol/daemon.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
+import { relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { createForwarder } from "./forward.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
@@ -30,6 +31,8 @@ export type ControlHandlers = {
 
 export type ServerDeps = {
   serviceKey: string;
+  /** The agent runtime's working directory (opencode scopes its events by it). */
+  workspace: string;
   sessionId: string;
   servicePort: number;
   agentPort: number;
@@ -130,6 +133,13 @@ export function createDaemonServer(deps: ServerDeps) {
     const path = (req.url ?? "/").split("?")[0]!;
     try {
       if (path === "/svc/health" && req.method === "GET") return send(res, 200, await deps.control.health());
+      if (path === "/svc/events" && req.method === "GET") {
+        if (!hasServiceKey(req, deps.serviceKey))
+          return send(res, 401, { error: "control routes need the sandbox service key" });
+        if (!deps.control.runtimeReady()) return send(res, 503, { error: "the agent runtime is starting" });
+        deps.activity.touch();
+        return relayAgentEvents(res, deps.agentPort, deps.workspace);
+      }
       if (path.startsWith("/svc/")) {
         const handler = controls[path];
         if (!handler) return send(res, 404, { error: `no control route ${path}` });

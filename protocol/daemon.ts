@@ -30,12 +30,16 @@ export const DaemonHealth = z.object({
 });
 export type DaemonHealth = z.infer<typeof DaemonHealth>;
 
-/** POST /svc/prompt: deliver a prompt to the agent (a new agent session unless `session` names one). */
+/**
+ * POST /svc/prompt: deliver a prompt to the agent, in the conversation `session` names, else in the current one
+ * (a new one with `new`, or when there is none yet).
+ */
 export const PromptBody = z
   .object({
     text: z.string().min(1).max(200_000),
     session: z.string().min(1).max(200).optional(),
     agent: z.string().min(1).max(100).optional(),
+    new: z.boolean().optional(),
   })
   .strict();
 export type PromptBody = z.infer<typeof PromptBody>;
@@ -67,3 +71,23 @@ export type EnvResult = z.infer<typeof EnvResult>;
 /** POST /svc/refresh: re-pull the session branch and restart the runtime in place. */
 export const RefreshResult = z.object({ commit: z.string().nullable(), restarted: z.boolean() });
 export type RefreshResult = z.infer<typeof RefreshResult>;
+
+/**
+ * GET /svc/events (service key): what the agent does, as server-sent events of these, whatever runtime runs on
+ * the agent port. `ready` comes first, once the runtime's own stream is connected; `session` is the runtime's
+ * conversation id (PromptAccepted.session).
+ */
+export const AgentEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("ready") }),
+  z.object({ type: z.literal("text"), session: z.string(), delta: z.string() }),
+  z.object({
+    type: z.literal("tool"),
+    session: z.string(),
+    tool: z.string(),
+    status: z.enum(["running", "completed", "error"]),
+    title: z.string().nullable(),
+  }),
+  z.object({ type: z.literal("idle"), session: z.string() }),
+  z.object({ type: z.literal("error"), session: z.string().nullable(), message: z.string() }),
+]);
+export type AgentEvent = z.infer<typeof AgentEvent>;

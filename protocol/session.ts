@@ -56,3 +56,21 @@ export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 
 export const SessionList = z.object({ sessions: z.array(Session) });
 export type SessionList = z.infer<typeof SessionList>;
+
+/** POST /v1/projects/{id}/sessions/{sid}/messages: a prompt for the session's agent. */
+export const SessionMessageBody = z
+  .object({
+    text: z.string().min(1).max(200_000),
+    agent: z.string().min(1).max(100).optional(),
+    /** Start a new conversation with the agent instead of continuing the current one. */
+    new: z.boolean().optional(),
+  })
+  .strict();
+export type SessionMessageBody = z.infer<typeof SessionMessageBody>;
+
+/** The agent's conversation the message went to: events of that conversation carry it as `session`. */
+export const SessionMessageAccepted = z.object({ conversation: z.string() });
+export type SessionMessageAccepted = z.infer<typeof SessionMessageAccepted>;
+
+export const SessionAbortResult = z.object({ aborted: z.array(z.string()) });
+export type SessionAbortResult = z.infer<typeof SessionAbortResult>;

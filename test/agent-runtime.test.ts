@@ -2,7 +2,7 @@ import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { freePort } from "./support/cli.ts";
+import { cliHome, freePort, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { containerEnv, orchestratorFor, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
@@ -39,6 +39,17 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
           { tool: "bash", args: { command: "sleep 120", description: "wait", timeout: 300000 } },
           { text: "done waiting" },
         ],
+      },
+      {
+        when: "Say hello",
+        steps: [
+          { tool: "bash", args: { command: "echo hi > chat.txt", description: "write chat.txt" } },
+          { text: "Hello from the agent." },
+        ],
+      },
+      {
+        when: "What did you write",
+        steps: [{ text: "I wrote chat.txt." }],
       },
       {
         when: "open a change request",
@@ -168,6 +179,52 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     }
     expect(busy).toBe(false);
   }, 120_000);
+
+  it("svc sessions chat: one message with --prompt streams the reply; a piped REPL carries on the conversation", async () => {
+    const { session } = await sandbox();
+    const home = cliHome();
+    const env = { ...home.env, SVC_API_URL: `${api.url}/v1`, SVC_CLI_TOKEN: user.token, SVC_PROJECT_ID: project.id };
+    const once = await svc(["sessions", "chat", session.session_id, "--prompt", "Say hello, please."], { env });
+    expect(once.code, once.stderr).toBe(0);
+    expect(once.stdout).toBe("Hello from the agent."); // execa drops the final newline
+    expect(once.stderr).toContain("✓ bash: echo hi > chat.txt");
+
+    // No id: the newest running session. --json: the events themselves; --new: another conversation.
+    const json = await svc(["sessions", "talk", "--prompt", "What did you write?", "--json"], { env });
+    expect(json.code, json.stderr).toBe(0);
+    const events = json.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(events.at(-1)).toMatchObject({ type: "idle" });
+    expect(
+      events
+        .filter((e) => e.type === "text")
+        .map((e) => e.delta)
+        .join(""),
+    ).toBe("I wrote chat.txt.");
+    const fresh = await svc(["sessions", "chat", "--new", "--prompt", "What did you write?", "--json"], { env });
+    const freshSession = JSON.parse(fresh.stdout.trim().split("\n").at(-1)!).session;
+    expect(freshSession).not.toBe(events.at(-1).session);
+
+    const repl = await svc(["sessions", "chat", session.session_id], {
+      env,
+      input: "Say hello again.\nWhat did you write?\n",
+    });
+    expect(repl.code, repl.stderr).toBe(0);
+    expect(repl.stdout).toBe("Hello from the agent.\nI wrote chat.txt.");
+
+    const messages = `/v1/projects/${project.id}/sessions/${session.session_id}/messages`;
+    for (const body of [{}, { text: "" }, { text: "x", session: "ses_other" }, { text: "x", new: "yes" }]) {
+      expect((await call(api.url, "POST", messages, { token: user.token, body })).status, JSON.stringify(body)).toBe(
+        400,
+      );
+    }
+    expect((await svc(["sessions", "chat", "--prompt", " "], { env })).code).toBe(2);
+    const stopped = await svc(["sessions", "chat", "not-a-session", "--prompt", "hi"], { env });
+    expect(stopped.code).toBe(1);
+    expect(stopped.stderr).toContain("not found");
+  }, 180_000);
 
   it("re-pulls the session branch and restarts the runtime in place on POST /svc/refresh", async () => {
     const { session, auth } = await sandbox();

@@ -55,7 +55,7 @@ export async function createPreviewLink(
   userId: string,
   port: number,
 ): Promise<PreviewLink> {
-  const target = await sessionsOf(deps).previewTarget(project, sessionId);
+  const target = await sessionsOf(deps).sandboxTarget(project, sessionId);
   const exp = Math.floor(Date.now() / 1000) + PREVIEW_LINK_TTL_S;
   const grant = signPreviewGrant(target.serviceKey, {
     user_id: userId,
@@ -126,7 +126,7 @@ export async function authorizePreview(
     if (!match) throw apiError("UNAUTHENTICATED", "Authorization header must be 'Bearer <token>'");
     const principal = await resolvePrincipal(deps, match[1]!);
     const project = await authorizeProject(deps, principal, place.projectId, false);
-    const target = await sessionsOf(deps).previewTarget(project, place.sessionId);
+    const target = await sessionsOf(deps).sandboxTarget(project, place.sessionId);
     return { project, userId: actingUserId(principal), target };
   }
   const candidates = fromQuery ? [fromQuery] : splitCookies(req.headers.cookie).grants;
@@ -138,7 +138,7 @@ export async function authorizePreview(
   const projectId = place.projectId ?? claimedProject(candidates[0]!);
   const project = projectId && isUuid(projectId) ? await deps.projects.byId(projectId) : undefined;
   if (!project) throw invalid();
-  const target = await sessionsOf(deps).previewTarget(project, place.sessionId);
+  const target = await sessionsOf(deps).sandboxTarget(project, place.sessionId);
   for (const candidate of candidates) {
     const check = verifyPreviewGrant(target.serviceKey, candidate);
     if (!check.ok) continue;

@@ -74,7 +74,7 @@ export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => vo
 
   function unreachable(res: ServerResponse, err: Error) {
     if (!res.headersSent) res.writeHead(502, { "content-type": "application/json" });
-    res.end(JSON.stringify({ error: `sandbox unreachable: ${err.message}`, code: "REPO_UNAVAILABLE" }));
+    res.end(JSON.stringify({ error: `sandbox unreachable: ${err.message}`, code: "SANDBOX_UNREACHABLE" }));
   }
 
   function fail(res: ServerResponse, err: unknown) {

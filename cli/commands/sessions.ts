@@ -6,6 +6,7 @@ import { optionsOf, resolveContext, resolveProject } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
 import { info, printJson, printLine } from "../output.ts";
 import { printTable } from "../table.ts";
+import { chat } from "./chat.ts";
 import { dashboardUrl } from "./projects.ts";
 
 type Opts = { json?: boolean; project?: string };
@@ -116,6 +117,19 @@ export function sessionsCommand(): Command {
       const ctx = resolveContext(opts, process.env, { quiet: true });
       printLine(`${dashboardUrl(ctx.hostUrl)}/projects/${resolveProject(opts)}/sessions/${id}`);
     });
+
+  withProject(
+    sessions
+      .command("chat")
+      .alias("talk")
+      .description("talk to a session's agent: a REPL, or one message with --prompt")
+      .argument("[id]", "session id (default: the project's newest running session)")
+      .option("--prompt <text>", "send one message, print the reply as it streams, exit")
+      .option("--new", "start a new conversation with the agent instead of continuing"),
+  ).action(async (id: string | undefined, _o, cmd: Command) => {
+    const { opts, ctx, path } = setup(cmd);
+    await chat(ctx, path, id, opts as Opts & { prompt?: string; new?: boolean });
+  });
 
   withProject(
     sessions

@@ -46,8 +46,8 @@ export type SessionDeps = {
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
-export type PreviewTarget = { projectId: string; url: string; serviceKey: string };
-const PREVIEW_TARGET_TTL_MS = 2000;
+export type SandboxTarget = { projectId: string; url: string; serviceKey: string };
+const SANDBOX_TARGET_TTL_MS = 2000;
 
 export const SANDBOX_LABEL = "dev.svc.sandbox";
 export const INSTALLATION_LABEL = "dev.svc.installation";
@@ -79,7 +79,7 @@ export function createSessionService(deps: SessionDeps) {
   const inFlight = new Set<string>();
   // Every request of a previewed page needs its sandbox's address and key, which change only when the sandbox is
   // replaced: this process forgets them then, and other processes within the TTL.
-  const previewTargets = createTtlCache<string, PreviewTarget>(PREVIEW_TARGET_TTL_MS);
+  const sandboxTargets = createTtlCache<string, SandboxTarget>(SANDBOX_TARGET_TTL_MS);
 
   /** Everything one sandbox needs, then the container; any failure leaves the session `failed` and no container. */
   /** Runs in the background of a request: it never rejects (a closing database included); the reconciler fixes the rest. */
@@ -205,14 +205,14 @@ export function createSessionService(deps: SessionDeps) {
   }
 
   async function stopSandboxOf(sessionId: string): Promise<void> {
-    previewTargets.delete(sessionId);
+    sandboxTargets.delete(sessionId);
     const sandbox = await store.currentSandbox(sessionId);
     if (sandbox && (sandbox.status === "active" || sandbox.status === "provisioning")) {
       await teardownSandbox(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, "stopped");
     }
   }
 
-  async function loadPreviewTarget(project: Project, sessionId: string): Promise<PreviewTarget> {
+  async function loadSandboxTarget(project: Project, sessionId: string): Promise<SandboxTarget> {
     const session = await load(project, sessionId);
     const sandbox = await store.currentSandbox(session.session_id);
     if (session.status !== "running" || !sandbox?.url || sandbox.status !== "active") {
@@ -235,7 +235,7 @@ export function createSessionService(deps: SessionDeps) {
 
     /** Tears a sandbox down for the reconciler or the sweeper; a session still marked running becomes stopped. */
     async closeSandbox(sandbox: SandboxRecord, status: "stopped" | "error", reason: string): Promise<void> {
-      previewTargets.delete(sandbox.session_id);
+      sandboxTargets.delete(sandbox.session_id);
       await teardownSandbox(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, status);
       if (status === "error") await store.updateSandbox(sandbox.sandbox_id, { error: reason });
       await store.transition(sandbox.session_id, ["running"], "stopped", {
@@ -267,11 +267,11 @@ export function createSessionService(deps: SessionDeps) {
 
     list: (project: Project) => store.list(project.id),
 
-    /** Where a preview request goes and the key that signs its user context. */
-    async previewTarget(project: Project, sessionId: string): Promise<PreviewTarget> {
-      const cached = await previewTargets.get(sessionId, () => loadPreviewTarget(project, sessionId));
+    /** A running session's daemon address and service key: where previews and agent messages go. */
+    async sandboxTarget(project: Project, sessionId: string): Promise<SandboxTarget> {
+      const cached = await sandboxTargets.get(sessionId, () => loadSandboxTarget(project, sessionId));
       // A cached target of another project's session: answer as for a fresh lookup (not found).
-      return cached.projectId === project.id ? cached : loadPreviewTarget(project, sessionId);
+      return cached.projectId === project.id ? cached : loadSandboxTarget(project, sessionId);
     },
     get: load,
 

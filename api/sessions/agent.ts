@@ -1,0 +1,82 @@
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { createForwarder } from "../../daemon/forward.ts";
+import { AbortResult, PromptAccepted } from "../../protocol/daemon.ts";
+import type { Project } from "../../protocol/project.ts";
+import { SessionMessageBody } from "../../protocol/session.ts";
+import { apiError } from "../errors.ts";
+import { parseInput } from "../http/validate.ts";
+import { type PreviewDeps, sessionsOf } from "./preview-access.ts";
+
+const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });
+const CONTROL_TIMEOUT_MS = 15_000;
+
+/** One control call to a session's daemon with its service key; the daemon's own errors map onto the catalogue. */
+async function control<S extends z.ZodType>(
+  deps: PreviewDeps,
+  project: Project,
+  sessionId: string,
+  path: string,
+  body: unknown,
+  schema: S,
+): Promise<z.infer<S>> {
+  const target = await sessionsOf(deps).sandboxTarget(project, sessionId);
+  let res: Response;
+  try {
+    res = await fetch(`${target.url}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${target.serviceKey}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(CONTROL_TIMEOUT_MS),
+    });
+  } catch (err) {
+    throw apiError("SANDBOX_UNREACHABLE", `the session's sandbox did not answer: ${(err as Error).message}`);
+  }
+  if (res.status === 503) throw apiError("SESSION_NOT_RUNNING", "the session's agent is starting; try again shortly");
+  if (!res.ok) {
+    const text = await res.text();
+    throw apiError("SANDBOX_UNREACHABLE", `the session's sandbox answered ${res.status}: ${text.slice(0, 200)}`);
+  }
+  return schema.parse(await res.json());
+}
+
+/**
+ * Talking to a session's agent (`svc sessions chat`): send a message, abort the run, and follow what the agent
+ * does as server-sent AgentEvents (protocol/daemon.ts), relayed from the daemon's /svc/events.
+ */
+export function agentRoutes(deps: PreviewDeps) {
+  return async (app: FastifyInstance) => {
+    const forward = createForwarder();
+    const base = "/v1/projects/:projectId/sessions/:sessionId";
+
+    app.post(`${base}/messages`, async (req, reply) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      const body = parseInput(SessionMessageBody, req.body ?? {}, "body");
+      const accepted = await control(deps, req.project!, sessionId, "/svc/prompt", body, PromptAccepted);
+      return reply.code(202).send({ conversation: accepted.session });
+    });
+
+    app.post(`${base}/abort`, async (req) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      return control(deps, req.project!, sessionId, "/svc/abort", {}, AbortResult);
+    });
+
+    app.get(`${base}/events`, async (req, reply) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      const target = await sessionsOf(deps).sandboxTarget(req.project!, sessionId);
+      reply.hijack();
+      await forward(req.raw, reply.raw, target.url, "/svc/events", {
+        headers: { authorization: `Bearer ${target.serviceKey}` },
+        unreachable: (res, err) => {
+          res.writeHead(502, { "content-type": "application/json" });
+          res.end(
+            JSON.stringify({
+              error: `the session's sandbox did not answer: ${err.message}`,
+              code: "SANDBOX_UNREACHABLE",
+            }),
+          );
+        },
+      });
+    });
+  };
+}

@@ -1,0 +1,120 @@
+import { createInterface } from "node:readline";
+import { AgentEvent } from "../../protocol/daemon.ts";
+import { SessionAbortResult, SessionList, SessionMessageAccepted } from "../../protocol/session.ts";
+import type { Context } from "../context.ts";
+import { CliError, usageError } from "../errors.ts";
+import { info } from "../output.ts";
+
+type ChatOptions = { prompt?: string; new?: boolean; json?: boolean };
+const READY_TIMEOUT_MS = 60_000;
+
+/** The newest running session of the project: what `svc sessions chat` talks to when no id is given. */
+async function newestRunning(ctx: Context, path: (suffix?: string) => string): Promise<string> {
+  const { sessions } = await ctx.client.request("GET", path(), SessionList);
+  const running = sessions
+    .filter((s) => s.status === "running")
+    .sort((a, b) => b.created_at.localeCompare(a.created_at))[0];
+  if (!running) throw new CliError("no running session in this project; start one with 'svc sessions new'");
+  return running.session_id;
+}
+
+/** Prints one event for a person: the agent's words on stdout, its tool use on stderr. */
+function createPrinter(json: boolean) {
+  let midLine = false;
+  return (event: AgentEvent) => {
+    if (json) {
+      process.stdout.write(`${JSON.stringify(event)}\n`);
+      return;
+    }
+    if (event.type === "text") {
+      process.stdout.write(event.delta);
+      midLine = !event.delta.endsWith("\n");
+    } else if ((event.type === "idle" || event.type === "error") && midLine) {
+      process.stdout.write("\n");
+      midLine = false;
+    }
+    if (event.type === "tool" && event.status !== "running") {
+      info(`  ${event.status === "completed" ? "✓" : "✗"} ${event.tool}${event.title ? `: ${event.title}` : ""}`);
+    }
+    if (event.type === "error") info(`error: ${event.message}`);
+  };
+}
+
+/**
+ * `svc sessions chat [<id>] [--prompt] [--new]` (alias `talk`): one message with --prompt, printing the agent's
+ * reply as it streams and exiting when its run ends (1 if it failed); otherwise a REPL, one message a line, where
+ * Ctrl-C aborts a running reply and Ctrl-D leaves.
+ */
+export async function chat(ctx: Context, path: (suffix?: string) => string, id: string | undefined, o: ChatOptions) {
+  if (o.prompt !== undefined && !o.prompt.trim()) throw usageError("--prompt must not be empty");
+  const sessionId = id ?? (await newestRunning(ctx, path));
+  const session = path(`/${encodeURIComponent(sessionId)}`);
+  const stop = new AbortController();
+  const stream = ctx.client.events(`${session}/events`, stop.signal);
+  const next = async (): Promise<AgentEvent> => {
+    const { value, done } = await stream.next();
+    if (done) throw new CliError(`the session's event stream ended; is session ${sessionId} still running?`);
+    return AgentEvent.parse(value);
+  };
+  const print = createPrinter(Boolean(o.json));
+
+  const ready = setTimeout(() => stop.abort(), READY_TIMEOUT_MS);
+  try {
+    while ((await next()).type !== "ready");
+  } catch (err) {
+    stop.abort();
+    throw err;
+  } finally {
+    clearTimeout(ready);
+  }
+
+  let fresh = Boolean(o.new);
+  /** Sends one message and prints its run; true when the run ended without an error. */
+  async function exchange(text: string): Promise<boolean> {
+    const { conversation } = await ctx.client.request("POST", `${session}/messages`, SessionMessageAccepted, {
+      body: { text, ...(fresh ? { new: true } : {}) },
+    });
+    fresh = false;
+    for (;;) {
+      const event = await next();
+      if (event.type === "ready" || event.session !== conversation) continue;
+      print(event);
+      if (event.type === "idle") return true;
+      if (event.type === "error") return false;
+    }
+  }
+
+  try {
+    if (o.prompt !== undefined) {
+      if (!(await exchange(o.prompt))) process.exitCode = 1;
+      return;
+    }
+    await repl(ctx, session, exchange);
+  } finally {
+    stop.abort();
+  }
+}
+
+async function repl(ctx: Context, session: string, exchange: (text: string) => Promise<boolean>): Promise<void> {
+  const lines = createInterface({ input: process.stdin, terminal: process.stdin.isTTY });
+  const ask = () => process.stdin.isTTY && process.stderr.write("you> ");
+  let running = false;
+  lines.on("SIGINT", () => {
+    if (!running) return lines.close();
+    void ctx.client.request("POST", `${session}/abort`, SessionAbortResult).then(
+      () => info("(aborted)"),
+      (err: Error) => info(`could not abort: ${err.message}`),
+    );
+  });
+  if (process.stdin.isTTY) info("talking to the session's agent; Ctrl-C stops a reply, Ctrl-D leaves");
+  ask();
+  for await (const line of lines) {
+    const text = line.trim();
+    if (text) {
+      running = true;
+      await exchange(text);
+      running = false;
+    }
+    ask();
+  }
+}

@@ -1,0 +1,144 @@
+import { get, type ServerResponse } from "node:http";
+import type { AgentEvent } from "../protocol/daemon.ts";
+
+/** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
+type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
+type Part = {
+  id: string;
+  messageID: string;
+  sessionID: string;
+  type: string;
+  text?: string;
+  tool?: string;
+  state?: { status?: string; title?: string; input?: Record<string, unknown> };
+};
+
+const TOOL_STATUSES = new Set(["running", "completed", "error"]);
+const MAX_TRACKED = 10_000;
+const PING_MS = 15_000;
+
+/**
+ * Turns the runtime's events into svc's AgentEvents: the assistant's text as deltas (from delta events, or from
+ * whole-part updates when a runtime sends only those), each tool's status once per change, the end of a run, and
+ * errors. The user's own messages, step markers and bookkeeping events are dropped.
+ */
+export function createEventTranslator() {
+  const roles = new Map<string, string>();
+  const sent = new Map<string, number>();
+  const toolStatus = new Map<string, string>();
+
+  const forgetIfLarge = () => {
+    if (roles.size + sent.size + toolStatus.size > MAX_TRACKED) {
+      roles.clear();
+      sent.clear();
+      toolStatus.clear();
+    }
+  };
+
+  return function translate(event: RuntimeEvent): AgentEvent[] {
+    const p = event.properties ?? {};
+    switch (event.type) {
+      case "message.updated": {
+        const info = p.info as { id?: string; role?: string } | undefined;
+        if (info?.id && info.role) roles.set(info.id, info.role);
+        forgetIfLarge();
+        return [];
+      }
+      case "message.part.delta": {
+        if (p.field !== "text" || typeof p.delta !== "string" || roles.get(String(p.messageID)) !== "assistant")
+          return [];
+        const partId = String(p.partID);
+        sent.set(partId, (sent.get(partId) ?? 0) + p.delta.length);
+        return [{ type: "text", session: String(p.sessionID), delta: p.delta }];
+      }
+      case "message.part.updated": {
+        const part = p.part as Part | undefined;
+        if (!part || roles.get(part.messageID) !== "assistant") return [];
+        if (part.type === "text" && typeof part.text === "string") {
+          const already = sent.get(part.id) ?? 0;
+          if (part.text.length <= already) return [];
+          sent.set(part.id, part.text.length);
+          return [{ type: "text", session: part.sessionID, delta: part.text.slice(already) }];
+        }
+        const status = part.state?.status;
+        if (part.type !== "tool" || !status || !TOOL_STATUSES.has(status) || toolStatus.get(part.id) === status)
+          return [];
+        toolStatus.set(part.id, status);
+        const title = part.state?.title ?? (part.state?.input?.description as string | undefined) ?? null;
+        return [
+          {
+            type: "tool",
+            session: part.sessionID,
+            tool: part.tool ?? "tool",
+            status: status as "running" | "completed" | "error",
+            title,
+          },
+        ];
+      }
+      case "session.idle":
+        return [{ type: "idle", session: String(p.sessionID) }];
+      case "session.error": {
+        const error = p.error as { name?: string; data?: { message?: string } } | undefined;
+        const message = error?.data?.message ?? error?.name ?? "the agent run failed";
+        return [{ type: "error", session: p.sessionID ? String(p.sessionID) : null, message }];
+      }
+      default:
+        return [];
+    }
+  };
+}
+
+/**
+ * GET /svc/events: subscribes to the runtime's event stream for this client and relays it translated, as
+ * server-sent events, until either side goes. A comment line every 15 s keeps idle proxies from closing it.
+ */
+export function relayAgentEvents(res: ServerResponse, agentPort: number, directory: string) {
+  const translate = createEventTranslator();
+  const write = (event: AgentEvent) => res.write(`data: ${JSON.stringify(event)}\n\n`);
+  let ping: NodeJS.Timeout | undefined;
+  const upstream = get(
+    { host: "127.0.0.1", port: agentPort, path: `/event?directory=${encodeURIComponent(directory)}` },
+    (runtime) => {
+      if (runtime.statusCode !== 200) {
+        runtime.resume();
+        res.writeHead(502, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: `the agent runtime answered ${runtime.statusCode} to its event stream` }));
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      write({ type: "ready" });
+      ping = setInterval(() => res.write(": ping\n\n"), PING_MS);
+      let buffer = "";
+      runtime.setEncoding("utf8");
+      runtime.on("data", (chunk: string) => {
+        buffer += chunk;
+        for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const data = block
+            .split("\n")
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).trimStart())
+            .join("\n");
+          if (!data) continue;
+          try {
+            for (const event of translate(JSON.parse(data) as RuntimeEvent)) write(event);
+          } catch {
+            // Not JSON: nothing a client could use.
+          }
+        }
+      });
+      runtime.on("end", () => res.end());
+    },
+  );
+  upstream.on("error", (err) => {
+    if (!res.headersSent) {
+      res.writeHead(503, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: `the agent runtime is not reachable: ${err.message}` }));
+    } else res.end();
+  });
+  res.on("close", () => {
+    clearInterval(ping);
+    upstream.destroy();
+  });
+}
