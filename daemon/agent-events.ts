@@ -18,14 +18,15 @@ const MAX_TRACKED = 10_000;
 const PING_MS = 15_000;
 
 /**
- * Turns the runtime's events into svc's AgentEvents: the assistant's text as deltas (from delta events, or from
- * whole-part updates when a runtime sends only those), each tool's status once per change, the end of a run, and
- * errors. The user's own messages, step markers and bookkeeping events are dropped.
+ * Turns the runtime's events into svc's AgentEvents: the start of a run, the assistant's text as deltas (from
+ * delta events, or from whole-part updates when a runtime sends only those), each tool's status once per change,
+ * the end of a run, and errors. The user's own messages, step markers and bookkeeping events are dropped.
  */
 export function createEventTranslator() {
   const roles = new Map<string, string>();
   const sent = new Map<string, number>();
   const toolStatus = new Map<string, string>();
+  const busySessions = new Set<string>();
 
   const forgetIfLarge = () => {
     if (roles.size + sent.size + toolStatus.size > MAX_TRACKED) {
@@ -75,7 +76,15 @@ export function createEventTranslator() {
           },
         ];
       }
+      case "session.status": {
+        const session = String(p.sessionID);
+        const busy = (p.status as { type?: string } | undefined)?.type === "busy";
+        if (!busy || busySessions.has(session)) return [];
+        busySessions.add(session);
+        return [{ type: "busy", session }];
+      }
       case "session.idle":
+        busySessions.delete(String(p.sessionID));
         return [{ type: "idle", session: String(p.sessionID) }];
       case "session.error": {
         const error = p.error as { name?: string; data?: { message?: string } } | undefined;

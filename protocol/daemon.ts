@@ -79,6 +79,8 @@ export type RefreshResult = z.infer<typeof RefreshResult>;
  */
 export const AgentEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("ready") }),
+  /** A run started: a client waiting for its message's run ignores `idle` and `error` of earlier runs. */
+  z.object({ type: z.literal("busy"), session: z.string() }),
   z.object({ type: z.literal("text"), session: z.string(), delta: z.string() }),
   z.object({
     type: z.literal("tool"),

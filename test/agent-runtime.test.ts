@@ -1,8 +1,9 @@
 import type Docker from "dockerode";
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { cliHome, freePort, svc } from "./support/cli.ts";
+import { BIN, cliHome, freePort, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { containerEnv, orchestratorFor, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
@@ -225,6 +226,44 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     expect(stopped.code).toBe(1);
     expect(stopped.stderr).toContain("not found");
   }, 180_000);
+
+  it("svc sessions chat on a terminal: Ctrl-C aborts the running reply, the next message still gets its answer", async () => {
+    const { session } = await sandbox();
+    const home = cliHome();
+    const env = {
+      ...process.env,
+      ...home.env,
+      SVC_API_URL: `${api.url}/v1`,
+      SVC_CLI_TOKEN: user.token,
+      SVC_PROJECT_ID: project.id,
+    };
+    // `script` gives the CLI a real terminal; what we write is what a person types.
+    const tty = execa(
+      "script",
+      ["-qfec", `${process.execPath} ${BIN} sessions chat ${session.session_id}`, "/dev/null"],
+      {
+        env: env as Record<string, string>,
+        reject: false,
+      },
+    );
+    let screen = "";
+    tty.stdout!.on("data", (chunk) => (screen += chunk));
+    const waitFor = async (text: string, after = 0) => {
+      for (let i = 0; i < 200 && !screen.includes(text, after); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(screen.slice(after)).toContain(text);
+      return screen.indexOf(text, after);
+    };
+    await waitFor("you> ");
+    tty.stdin!.write("Wait for a long time.\r");
+    const health = async () => (await (await fetch(`${session.sandbox_url}/svc/health`)).json()) as { busy: boolean };
+    for (let i = 0; i < 60 && !(await health()).busy; i++) await new Promise((r) => setTimeout(r, 250));
+    tty.stdin!.write("\x03");
+    const aborted = await waitFor("(aborted)");
+    tty.stdin!.write("Say hello again.\r");
+    await waitFor("Hello from the agent.", aborted);
+    tty.stdin!.write("\x04");
+    expect((await tty).exitCode).toBe(0);
+  }, 120_000);
 
   it("re-pulls the session branch and restarts the runtime in place on POST /svc/refresh", async () => {
     const { session, auth } = await sandbox();

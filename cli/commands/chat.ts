@@ -75,9 +75,13 @@ export async function chat(ctx: Context, path: (suffix?: string) => string, id: 
       body: { text, ...(fresh ? { new: true } : {}) },
     });
     fresh = false;
+    // The end of an earlier run (an aborted one's `idle` comes late) must not end this one.
+    let started = false;
     for (;;) {
       const event = await next();
       if (event.type === "ready" || event.session !== conversation) continue;
+      if (event.type === "busy") started = true;
+      if (!started) continue;
       print(event);
       if (event.type === "idle") return true;
       if (event.type === "error") return false;

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 
-const BIN = new URL("../../bin/svc.js", import.meta.url).pathname;
+export const BIN = new URL("../../bin/svc.js", import.meta.url).pathname;
 
 export type CliEnv = Record<string, string | undefined>;
 
