@@ -330,6 +330,15 @@ describe("sessions on real Docker", () => {
     const stopped = await sessions(`/${running.session_id}/stop`, "POST");
     expect(stopped.body.status).toBe("stopped");
     expect(await containerOf(running.session_id)).toHaveLength(0);
+    // A stopped session's agent and ports answer 409 with the way back, not a 502 from a vanished sandbox.
+    for (const [suffix, body] of [
+      ["/previews", { port: 3000 }],
+      ["/messages", { text: "hi" }],
+    ] as const) {
+      const refused = await sessions(`/${running.session_id}${suffix}`, "POST", body);
+      expect(refused.status, suffix).toBe(409);
+      expect(refused.body.error).toContain(`'svc sessions restart ${running.session_id}'`);
+    }
     expect((await sessions(`/${running.session_id}`, "DELETE")).status).toBe(204);
     expect((await sessions(`/${running.session_id}`)).status).toBe(404);
     const crs = (await call(api.url, "GET", `/v1/projects/${project.id}/change-requests`, { token: user.token })).body

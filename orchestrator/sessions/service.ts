@@ -216,7 +216,9 @@ export function createSessionService(deps: SessionDeps) {
     const session = await load(project, sessionId);
     const sandbox = await store.currentSandbox(session.session_id);
     if (session.status !== "running" || !sandbox?.url || sandbox.status !== "active") {
-      throw apiError("SESSION_NOT_RUNNING", `session ${session.session_id} is ${session.status}; start it to preview`);
+      const hint =
+        session.status === "provisioning" ? "wait until it runs" : `'svc sessions restart ${session.session_id}'`;
+      throw apiError("SESSION_NOT_RUNNING", `session ${session.session_id} is ${session.status}; ${hint}`);
     }
     const sealed = await store.sealedServiceKey(sandbox.sandbox_id);
     if (!sealed || !deps.cipher)
