@@ -334,6 +334,32 @@ describe.each(DATABASE_KINDS)("change requests on a managed repository (%s)", (k
     expect(next).toBe(numbers[49] + 1);
   });
 
+  it("merges a CR once when two API replicas race to merge it", async () => {
+    const twin = await startApi(db.sql, { dataDir: api.dataDir });
+    try {
+      await advanceMain({ "replica-base.txt": "moved\n" });
+      const head = await branch({ "replica.txt": "r\n" }, "main~1");
+      const cr = (await open(head)).body;
+      const before = await tip("main");
+      const replies = await Promise.all(
+        [api, twin].map((replica) =>
+          call(replica.url, "POST", crPath(`/${cr.cr_id}/merge`), { token: user.token, body: {} }),
+        ),
+      );
+      expect(replies.map((r) => r.status).sort()).toEqual([200, 409]);
+      const winner = replies.find((r) => r.status === 200)!.body;
+      expect(replies.find((r) => r.status === 409)!.body.code).toBe("CR_NOT_OPEN");
+      expect((await git(["rev-parse", "main^1"], { dir: bareDir })).stdout.trim()).toBe(before);
+      expect(await tip("main")).toBe(winner.merge_commit_sha);
+      expect((await req("GET", `/${cr.cr_id}`)).body.change_request).toMatchObject({
+        status: "merged",
+        merge_commit_sha: winner.merge_commit_sha,
+      });
+    } finally {
+      await twin.close();
+    }
+  });
+
   it("lands two concurrent merges onto one base without losing a commit", async () => {
     const a = await branch({ "race-a.txt": "a\n" });
     const b = await branch({ "race-b.txt": "b\n" });

@@ -107,7 +107,15 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     }
     if (target !== base && !(await repos.updateBranch(project, cr.base_ref, target, base))) return undefined;
     repos.invalidate(project);
-    return store.markMerged(cr.cr_id, { mergedBy: userId, mergeCommitSha: target, baseSha: base, headSha: head });
+    const merged = await store.markMerged(cr.cr_id, {
+      mergedBy: userId,
+      mergeCommitSha: target,
+      baseSha: base,
+      headSha: head,
+    });
+    // Another API process merged or closed it meanwhile: its record stands.
+    if (!merged) throw apiError("CR_NOT_OPEN", `CR #${cr.number} was merged or closed meanwhile`);
+    return merged;
   }
 
   return {

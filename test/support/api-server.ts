@@ -11,10 +11,17 @@ export type TestApi = { url: string; dataDir: string; services: Services; close(
 /** The real API on an ephemeral loopback port, with its repositories in a fresh temporary directory. */
 export async function startApi(
   sql: Sql,
-  options: { bodyLimit?: number; host?: string; port?: number; orchestrator?: AppOptions["orchestrator"] } = {},
+  options: {
+    bodyLimit?: number;
+    host?: string;
+    port?: number;
+    orchestrator?: AppOptions["orchestrator"];
+    /** Another replica of an API: the same repositories on a shared volume. */
+    dataDir?: string;
+  } = {},
 ): Promise<TestApi> {
   let url = "";
-  const dataDir = mkdtempSync(join(tmpdir(), "svc-api-"));
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "svc-api-"));
   const { app, services } = await buildApp({
     sql,
     dataDir,
