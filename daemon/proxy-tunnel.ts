@@ -126,7 +126,7 @@ export function handleConnection(socket: Socket, deps: TunnelDeps): void {
       if (switching) {
         switching = false;
         socket.resume();
-        process();
+        pump();
       } else socket.end();
     });
     return up;
@@ -145,7 +145,7 @@ export function handleConnection(socket: Socket, deps: TunnelDeps): void {
     socket.resume();
   }
 
-  /** Stop reading, let the current upstream finish every answer it owes, then carry on with `process`. */
+  /** Stop reading, let the current upstream finish every answer it owes, then carry on with `pump`. */
   function drainUpstream(): void {
     switching = true;
     socket.pause();
@@ -165,7 +165,7 @@ export function handleConnection(socket: Socket, deps: TunnelDeps): void {
     else handOff();
   }
 
-  function process(): void {
+  function pump(): void {
     while (!switching) {
       if (bodyLeft > 0) {
         if (!pending.length) {
@@ -200,11 +200,11 @@ export function handleConnection(socket: Socket, deps: TunnelDeps): void {
 
   function onData(chunk: Buffer): void {
     pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
-    process();
+    pump();
   }
   function onEnd(): void {
     clientEnded = true;
-    process();
+    pump();
   }
   function onDrain(): void {
     upstream?.resume();

@@ -77,6 +77,19 @@ describe("request validation and the error shape", () => {
     });
   });
 
+  it("answers malformed preview URLs and links with 400 and 401, never 500", async () => {
+    const base = `${api.url}/v1/projects`;
+    const id = "6f1c2d3e-0000-4000-8000-000000000001";
+    expect((await fetch(`${base}/%E0%A4%A/sessions/x/preview/3000/`)).status).toBe(400);
+    expect((await fetch(`${base}/${id}/sessions/x/preview/99999/`)).status).toBe(400);
+    expect((await fetch(`${base}/${id}/sessions/x/preview/3000/`)).status).toBe(401);
+    const forged = await fetch(`${base}/${id}/sessions/x/preview/3000/?svc_preview=not.a-grant`);
+    expect(forged.status).toBe(401);
+    expect((await forged.json()).code).toBe("UNAUTHENTICATED");
+    const host = await fetch(`${api.url}/`, { headers: { cookie: "svc_preview=garbage" } });
+    expect(host.status).toBe(404);
+  });
+
   it("answers unknown routes with a JSON 404", async () => {
     const res = await call(api.url, "GET", "/v1/does-not-exist", { token });
     expect(res.status).toBe(404);

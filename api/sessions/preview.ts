@@ -26,6 +26,14 @@ const SESSION_ID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 
 const Place = z.object({ sessionId: z.string().min(1).max(100), port: PreviewPort });
 
+function decodePart(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw apiError("BAD_REQUEST", `'${part.slice(0, 100)}' is not a valid URL path segment`);
+  }
+}
+
 /**
  * Previews of sandbox ports. The API forwards to the sandbox daemon's /proxy/{port}/ with a freshly signed
  * X-Svc-User-Context for the user; the caller's token, the link's grant and its cookie never reach the sandbox.
@@ -94,8 +102,8 @@ export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => vo
     }
     const path = PATH_PREVIEW.exec(url);
     if (!path) return undefined;
-    const place = parseInput(Place, { sessionId: decodeURIComponent(path[2]!), port: path[3] }, "params");
-    const projectId = decodeURIComponent(path[1]!);
+    const place = parseInput(Place, { sessionId: decodePart(path[2]!), port: path[3] }, "params");
+    const projectId = decodePart(path[1]!);
     const rest = (path[4] ?? "/") + (url.includes("?") ? url.slice(url.indexOf("?")) : "");
     return { ...place, projectId, rest, cookiePath: previewPath(projectId, place.sessionId, place.port) };
   }
