@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { PromptBody } from "./daemon.ts";
 
 export const SessionStatus = z.enum([
   "queued",
@@ -57,15 +58,11 @@ export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 export const SessionList = z.object({ sessions: z.array(Session) });
 export type SessionList = z.infer<typeof SessionList>;
 
-/** POST /v1/projects/{id}/sessions/{sid}/messages: a prompt for the session's agent. */
-export const SessionMessageBody = z
-  .object({
-    text: z.string().min(1).max(200_000),
-    agent: z.string().min(1).max(100).optional(),
-    /** Start a new conversation with the agent instead of continuing the current one. */
-    new: z.boolean().optional(),
-  })
-  .strict();
+/**
+ * POST /v1/projects/{id}/sessions/{sid}/messages: a prompt for the session's agent, as the daemon takes it
+ * (`new` starts a new conversation) except that the API picks the conversation.
+ */
+export const SessionMessageBody = PromptBody.omit({ session: true });
 export type SessionMessageBody = z.infer<typeof SessionMessageBody>;
 
 /** The agent's conversation the message went to: events of that conversation carry it as `session`. */
