@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
+import { createForwarder } from "../daemon/forward.ts";
 import { ensurePlatformImage } from "../orchestrator/images/platform-image.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createSessionService, type OrchestratorSettings } from "../orchestrator/sessions/service.ts";
@@ -173,8 +174,10 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(gitRoutes(services));
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
-  await app.register(agentRoutes(services));
-  previews = createPreviews(services, (err) => app.log.error({ err }, "preview failed"));
+  // One keep-alive pool per sandbox for everything the API forwards to it.
+  const forward = createForwarder();
+  await app.register(agentRoutes(services, forward));
+  previews = createPreviews(services, forward, (err) => app.log.error({ err }, "preview failed"));
   await app.register(previews.routes);
   app.server.on("upgrade", previews.upgrade);
   return { app, services };

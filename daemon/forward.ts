@@ -77,3 +77,5 @@ export function createForwarder() {
     }
   };
 }
+
+export type Forwarder = ReturnType<typeof createForwarder>;

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { IncomingHttpHeaders } from "node:http";
+import type { FastifyInstance } from "fastify";
 import type { Project } from "../../protocol/project.ts";
 import { SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
@@ -44,7 +45,8 @@ declare module "fastify" {
 
 export type AuthDeps = { sql: Sql; tokens: TokenStore; accounts: AccountStore; projects: ProjectStore };
 
-export function bearer(req: FastifyRequest): string {
+/** The token of an `Authorization: Bearer` header, on any request (Fastify's or a raw one). */
+export function bearer(req: { headers: IncomingHttpHeaders }): string {
   const header = req.headers.authorization;
   if (!header) throw apiError("UNAUTHENTICATED", "missing Authorization: Bearer <token> header");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);

@@ -1,14 +1,14 @@
 import type { FastifyInstance } from "fastify";
-import { z } from "zod";
-import { createForwarder } from "../../daemon/forward.ts";
+import type { z } from "zod";
+import type { Forwarder } from "../../daemon/forward.ts";
 import { AbortResult, PromptAccepted } from "../../protocol/daemon.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SessionMessageBody } from "../../protocol/session.ts";
 import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import { type PreviewDeps, sessionsOf } from "./preview-access.ts";
+import { Params } from "./routes.ts";
 
-const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });
 const CONTROL_TIMEOUT_MS = 15_000;
 
 /** One control call to a session's daemon with its service key; the daemon's own errors map onto the catalogue. */
@@ -44,9 +44,8 @@ async function control<S extends z.ZodType>(
  * Talking to a session's agent (`svc sessions chat`): send a message, abort the run, and follow what the agent
  * does as server-sent AgentEvents (protocol/daemon.ts), relayed from the daemon's /svc/events.
  */
-export function agentRoutes(deps: PreviewDeps) {
+export function agentRoutes(deps: PreviewDeps, forward: Forwarder) {
   return async (app: FastifyInstance) => {
-    const forward = createForwarder();
     const base = "/v1/projects/:projectId/sessions/:sessionId";
 
     app.post(`${base}/messages`, async (req, reply) => {

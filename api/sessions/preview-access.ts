@@ -10,7 +10,7 @@ import {
   verifyPreviewGrant,
 } from "../../protocol/preview.ts";
 import type { Project } from "../../protocol/project.ts";
-import { type AuthDeps, actingUserId, authorizeProject, resolvePrincipal } from "../auth/authenticate.ts";
+import { type AuthDeps, actingUserId, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { isUuid } from "../projects/store.ts";
 
@@ -120,11 +120,8 @@ export async function authorizePreview(
   place: PreviewPlace,
   fromQuery: string | undefined,
 ): Promise<PreviewAccess> {
-  const authorization = req.headers.authorization;
-  if (authorization && place.projectId) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    if (!match) throw apiError("UNAUTHENTICATED", "Authorization header must be 'Bearer <token>'");
-    const principal = await resolvePrincipal(deps, match[1]!);
+  if (req.headers.authorization && place.projectId) {
+    const principal = await resolvePrincipal(deps, bearer(req));
     const project = await authorizeProject(deps, principal, place.projectId, false);
     const target = await sessionsOf(deps).sandboxTarget(project, place.sessionId);
     return { project, userId: actingUserId(principal), target };

@@ -3,7 +3,7 @@ import type { Duplex } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import httpProxy from "http-proxy";
 import { z } from "zod";
-import { createForwarder } from "../../daemon/forward.ts";
+import type { Forwarder } from "../../daemon/forward.ts";
 import { PREVIEW_COOKIE, PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
@@ -42,9 +42,8 @@ function decodePart(part: string): string {
  * `/@vite/client`) resolve as they do on the developer's machine. WebSocket upgrades (dev-server hot reload)
  * pass through both.
  */
-export function createPreviews(deps: PreviewDeps, logError: (err: unknown) => void) {
-  // Plain requests go through undici pools; WebSocket upgrades through http-proxy.
-  const forward = createForwarder();
+export function createPreviews(deps: PreviewDeps, forward: Forwarder, logError: (err: unknown) => void) {
+  // Plain requests go through `forward`'s undici pools; WebSocket upgrades through http-proxy.
   const proxy = httpProxy.createProxyServer({ agent: new Agent({ keepAlive: true }), proxyTimeout: 0 });
   const secure = () => (deps.publicUrl().startsWith("https:") ? "; Secure" : "");
   let hostPattern: { domain: string | undefined; pattern: RegExp | undefined } | undefined;

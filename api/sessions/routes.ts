@@ -9,7 +9,8 @@ import { parseInput } from "../http/validate.ts";
 import { createPreviewLink, type PreviewDeps } from "./preview-access.ts";
 
 const BASE = "/v1/projects/:projectId/sessions";
-const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });
+/** `:projectId` and `:sessionId` of every route under a session. */
+export const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });
 
 /** Only the SPEC's session attributes leave the API. */
 const present = (s: SessionRecord) => Session.parse(s);

@@ -222,7 +222,7 @@ export function createSessionService(deps: SessionDeps) {
     }
     const sealed = await store.sealedServiceKey(sandbox.sandbox_id);
     if (!sealed || !deps.cipher)
-      throw apiError("NOT_CONFIGURED", "previews need the server's secrets key (SVC_SECRETS_KEY)");
+      throw apiError("NOT_CONFIGURED", "reaching a sandbox needs the server's secrets key (SVC_SECRETS_KEY)");
     return { projectId: project.id, url: sandbox.url, serviceKey: deps.cipher.decrypt(sealed, "sandbox-service-key") };
   }
 

@@ -1,36 +1,14 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
-import autocannon from "autocannon";
 import { signUserContext } from "../../protocol/user-context.ts";
 import { freePort } from "../../test/support/cli.ts";
 import { startDaemon } from "../../test/support/daemon.ts";
+import { load, waitUntilUp } from "./load.ts";
 import { startNginxReference } from "./nginx-reference.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
 const KEY = "svc_sk_bench-service-key-00000000000000";
 const UPSTREAMS = ["page", "asset", "empty"] as const;
-
-async function waitUntilUp(url: string): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    if (
-      await fetch(url).then(
-        () => true,
-        () => false,
-      )
-    )
-      return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${url} did not come up`);
-}
-
-/** Requests per second; a failed request fails the run, except through the reference proxy (`strict` off). */
-const load = async (url: string, headers: Record<string, string> = {}, duration = 4, strict = true) => {
-  const result = await autocannon({ url, connections: 16, duration, headers });
-  if (strict && (result.non2xx > 0 || result.errors > 0))
-    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return result.requests.average;
-};
 
 /**
  * The daemon's `/proxy/{port}/` against direct requests to the same sandbox port, same run, for three kinds
@@ -70,10 +48,10 @@ export async function benchDaemonProxy() {
       const proxied = `http://127.0.0.1:${daemonPort}/proxy/${port}/`;
       await waitUntilUp(direct);
       // Warm both paths up so neither is measured while the JIT is still compiling.
-      await load(direct, {}, 1);
-      await load(proxied, header, 1);
-      const directRps = await load(direct);
-      const proxiedRps = await load(proxied, header);
+      await load(direct, { duration: 1 });
+      await load(proxied, { headers: header, duration: 1 });
+      const directRps = (await load(direct)).requests.average;
+      const proxiedRps = (await load(proxied, { headers: header })).requests.average;
       const share = proxiedRps / directRps;
       let line = `daemon proxy, ${kind.padEnd(5)} app: ${Math.round(proxiedRps)} req/s vs direct ${Math.round(directRps)} (${(share * 100).toFixed(0)}%)`;
       if (kind === "page") {
@@ -91,7 +69,8 @@ export async function benchDaemonProxy() {
         if (nginx) {
           stops.push(nginx.stop);
           await waitUntilUp(`http://127.0.0.1:${nginxPort}/proxy/${port}/`);
-          const nginxRps = await load(`http://127.0.0.1:${nginxPort}/proxy/${port}/`, {}, 4, false);
+          const nginxRps = (await load(`http://127.0.0.1:${nginxPort}/proxy/${port}/`, { strict: false })).requests
+            .average;
           line += `; nginx in front of the same app: ${Math.round(nginxRps)} (${((nginxRps / directRps) * 100).toFixed(0)}%), daemon/nginx ${(proxiedRps / nginxRps).toFixed(2)}x`;
         } else line += "; nginx reference skipped (not installed)";
       }

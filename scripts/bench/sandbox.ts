@@ -1,11 +1,11 @@
 import { execFileSync } from "node:child_process";
-import autocannon from "autocannon";
 import type Docker from "dockerode";
 import { call, seedUser, startApi } from "../../test/support/api-server.ts";
 import { freePort } from "../../test/support/cli.ts";
 import { freshDatabase } from "../../test/support/databases.ts";
 import { orchestratorFor, requireDocker } from "../../test/support/docker.ts";
 import { authedUrl, workRepo } from "../../test/support/git-fixture.ts";
+import { load, waitUntilUp } from "./load.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
 const SESSIONS = 10;
@@ -23,24 +23,9 @@ async function benchPreview(docker: Docker, containerId: string, apiUrl: string,
   const link = (await call(apiUrl, "POST", `${sessionPath}/previews`, { token, body: { port: 3000 } })).body;
   const grant = new URL(link.url).searchParams.get("svc_preview");
   const through = `${link.url.split("?")[0]}asset.js`;
-  for (
-    let i = 0;
-    i < 50 &&
-    (await fetch(`http://${ip}:3000/`).then(
-      (r) => !r.ok,
-      () => true,
-    ));
-    i++
-  )
-    await new Promise((r) => setTimeout(r, 100));
-  const load = async (url: string, headers: Record<string, string> = {}) => {
-    const result = await autocannon({ url, connections: 16, duration: 4, headers });
-    if (result.non2xx > 0 || result.errors > 0)
-      throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-    return result;
-  };
+  await waitUntilUp(`http://${ip}:3000/`);
   const direct = await load(`http://${ip}:3000/`);
-  const proxied = await load(through, { cookie: `svc_preview=${grant}` });
+  const proxied = await load(through, { headers: { cookie: `svc_preview=${grant}` } });
   return `preview link through the API: ${Math.round(proxied.requests.average)} req/s (p50 ${proxied.latency.p50} ms) vs the app at the container's address ${Math.round(direct.requests.average)} req/s (p50 ${direct.latency.p50} ms): ${((proxied.requests.average / direct.requests.average) * 100).toFixed(0)}%`;
 }
 
