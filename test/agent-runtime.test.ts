@@ -2,23 +2,22 @@ import type Docker from "dockerode";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
-import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { BIN, cliHome, freePort, svc } from "./support/cli.ts";
-import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { containerEnv, orchestratorFor, removeProjectContainers, requireDocker } from "./support/docker.ts";
+import { call, type seedUser, type TestApi } from "./support/api-server.ts";
+import { BIN, cliHome, svc } from "./support/cli.ts";
+import { containerEnv } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 
 describe("the real opencode runtime in a sandbox, driven by a scripted model", () => {
+  let sandboxed: SandboxedProject;
   let docker: Docker;
-  let db: TestDatabase;
   let api: TestApi;
   let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
   let user: Awaited<ReturnType<typeof seedUser>>;
   let project: { id: string; repo_url: string };
 
   beforeAll(async () => {
-    docker = await requireDocker();
     llm = await startScriptedLlm([
       {
         when: "Add agent.txt",
@@ -66,24 +65,14 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
         ],
       },
     ]);
-    db = await freshDatabase("pglite");
-    const port = await freePort();
-    api = await startApi(db.sql, {
-      host: "0.0.0.0",
-      port,
-      orchestrator: orchestratorFor(port, { llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" } }),
+    sandboxed = await startSandboxedProject("Agentic", {
+      llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" },
     });
-    user = await seedUser(api.services);
-    project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Agentic" } })).body;
-    const repo = await workRepo(authedUrl(project.repo_url, user.token));
-    await repo.commit("initial", { "README.md": "hi\n" });
-    expect((await repo.push("main")).code).toBe(0);
+    ({ docker, api, user, project } = sandboxed);
   }, 300_000);
   afterAll(async () => {
-    await removeProjectContainers(docker, project?.id);
+    await sandboxed?.close();
     llm?.close();
-    await api?.close();
-    await db?.drop();
   });
 
   /** The project's session, its daemon URL and the service-key header for its control routes. */

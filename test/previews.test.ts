@@ -2,11 +2,8 @@ import { get as httpGet, type IncomingHttpHeaders } from "node:http";
 import { connect } from "node:net";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { freePort } from "./support/cli.ts";
-import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { orchestratorFor, removeProjectContainers, requireDocker } from "./support/docker.ts";
-import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { call, type seedUser, type TestApi } from "./support/api-server.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
 /** GET through the loopback interface whatever the host name: `*.localhost` resolves there in browsers and curl. */
 function viaLoopback(url: string, headers: Record<string, string> = {}) {
@@ -23,35 +20,25 @@ function viaLoopback(url: string, headers: Record<string, string> = {}) {
 
 describe("previews of sandbox ports through the API (real Docker)", () => {
   let docker: Docker;
-  let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;
   let project: { id: string; repo_url: string };
 
-  const sessions = (suffix = "", method = "GET", body?: unknown) =>
-    call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body });
+  let sandboxed: SandboxedProject;
+  const sessions = (suffix = "", method = "GET", body?: unknown) => sandboxed.sessions(suffix, method, body);
   const containerOf = (sessionId: string) =>
     docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${sessionId}`] } });
 
   beforeAll(async () => {
-    docker = await requireDocker();
-    db = await freshDatabase("pglite");
-    const port = await freePort();
-    api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port) });
-    user = await seedUser(api.services);
-    project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Previewed" } })).body;
-    const repo = await workRepo(authedUrl(project.repo_url, user.token));
-    await repo.commit("initial", { "README.md": "hi\n" });
-    expect((await repo.push("main")).code).toBe(0);
+    sandboxed = await startSandboxedProject("Previewed");
+    ({ docker, api, user, project } = sandboxed);
     const created = (await sessions("", "POST", {})).body;
     for (let i = 0; i < 480 && (await sessions(`/${created.session_id}`)).body.status === "provisioning"; i++)
       await new Promise((r) => setTimeout(r, 250));
     expect((await sessions(`/${created.session_id}`)).body.status).toBe("running");
   }, 300_000);
   afterAll(async () => {
-    await removeProjectContainers(docker, project?.id);
-    await api?.close();
-    await db?.drop();
+    await sandboxed?.close();
   });
 
   it("serves previews of a sandbox port through the API with a freshly signed user context", async () => {

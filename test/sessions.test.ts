@@ -6,11 +6,10 @@ import { createIdleSweeper } from "../orchestrator/idle-sweeper.ts";
 import { createReconciler } from "../orchestrator/reconciler.ts";
 import { createDockerDriver } from "../orchestrator/sandbox/docker-driver.ts";
 import { createSessionStore } from "../orchestrator/sessions/store.ts";
-import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { freePort } from "./support/cli.ts";
-import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { orchestratorFor, removeProjectContainers, requireDocker } from "./support/docker.ts";
+import { call, type seedUser, type TestApi } from "./support/api-server.ts";
+import type { TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
 describe("sessions on real Docker", () => {
   let docker: Docker;
@@ -19,8 +18,8 @@ describe("sessions on real Docker", () => {
   let user: Awaited<ReturnType<typeof seedUser>>;
   let project: { id: string; repo_url: string };
 
-  const sessions = (suffix = "", method = "GET", body?: unknown) =>
-    call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body });
+  let sandboxed: SandboxedProject;
+  const sessions = (suffix = "", method = "GET", body?: unknown) => sandboxed.sessions(suffix, method, body);
 
   async function waitStatus(id: string, statuses: string[], timeoutMs = 120_000) {
     const deadline = Date.now() + timeoutMs;
@@ -60,24 +59,15 @@ describe("sessions on real Docker", () => {
   }
 
   beforeAll(async () => {
-    docker = await requireDocker();
-    db = await freshDatabase("pglite");
-    const port = await freePort();
-    api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port) });
-    user = await seedUser(api.services);
-    project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Sandboxed" } })).body;
-    const repo = await workRepo(authedUrl(project.repo_url, user.token));
-    await repo.commit("initial", { "README.md": "hi\n" });
-    expect((await repo.push("main")).code).toBe(0);
+    sandboxed = await startSandboxedProject("Sandboxed");
+    ({ docker, db, api, user, project } = sandboxed);
     await call(api.url, "PUT", `/v1/projects/${project.id}/secrets`, {
       token: user.token,
       body: { secrets: { API_SECRET: "s3cr3t-value", OTHER: "x" } },
     });
   }, 300_000);
   afterAll(async () => {
-    await removeProjectContainers(docker, project?.id);
-    await api?.close();
-    await db?.drop();
+    await sandboxed?.close();
   });
 
   it("creates a session: branch cut, container running with SPEC's env, daemon healthy", async () => {

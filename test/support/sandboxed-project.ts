@@ -1,0 +1,52 @@
+import type Docker from "dockerode";
+import { expect } from "vitest";
+import type { OrchestratorSettings } from "../../orchestrator/sessions/service.ts";
+import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
+import { freePort } from "./cli.ts";
+import { freshDatabase, type TestDatabase } from "./databases.ts";
+import { orchestratorFor, removeProjectContainers, requireDocker } from "./docker.ts";
+import { authedUrl, workRepo } from "./git-fixture.ts";
+
+export type SandboxedProject = {
+  docker: Docker;
+  db: TestDatabase;
+  api: TestApi;
+  user: Awaited<ReturnType<typeof seedUser>>;
+  project: { id: string; repo_url: string };
+  /** A call under /v1/projects/{id}/sessions with the user's token. */
+  sessions(suffix?: string, method?: string, body?: unknown): ReturnType<typeof call>;
+  close(): Promise<void>;
+};
+
+/**
+ * The API with the Docker orchestrator on every interface (sandboxes reach it over the bridge), a user, and a
+ * managed project whose main holds one commit: where every sandbox suite starts.
+ */
+export async function startSandboxedProject(
+  name: string,
+  settings: Partial<OrchestratorSettings> = {},
+): Promise<SandboxedProject> {
+  const docker = await requireDocker();
+  const db = await freshDatabase("pglite");
+  const port = await freePort();
+  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port, settings) });
+  const user = await seedUser(api.services);
+  const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name } })).body;
+  const repo = await workRepo(authedUrl(project.repo_url, user.token));
+  await repo.commit("initial", { "README.md": "hi\n" });
+  expect((await repo.push("main")).code).toBe(0);
+  return {
+    docker,
+    db,
+    api,
+    user,
+    project,
+    sessions: (suffix = "", method = "GET", body) =>
+      call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body }),
+    async close() {
+      await removeProjectContainers(docker, project.id);
+      await api.close();
+      await db.drop();
+    },
+  };
+}
