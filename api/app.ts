@@ -2,12 +2,13 @@ import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
-import { createForwarder } from "../daemon/forward.ts";
 import { ensurePlatformImage } from "../orchestrator/images/platform-image.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createSessionService, type OrchestratorSettings } from "../orchestrator/sessions/service.ts";
 import { createSessionStore } from "../orchestrator/sessions/store.ts";
+import { createForwarder } from "../protocol/http-forward.ts";
 import { PREVIEW_PARAM } from "../protocol/preview.ts";
+import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
 import { registerAuthentication } from "./auth/authenticate.ts";
@@ -31,7 +32,6 @@ import { createSecretStore } from "./secrets/store.ts";
 import { agentRoutes } from "./sessions/agent.ts";
 import { createPreviews, type Previews } from "./sessions/preview.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
-import { VERSION } from "./version.ts";
 
 /** The project secret that authenticates the service to a private external repository. */
 export const PROJECT_REPO_TOKEN_SECRET = "GIT_ACCESS_TOKEN";

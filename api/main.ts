@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
-import { packageRoot } from "../cli/package-root.ts";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { dockerOrchestrator, startBackgroundWork } from "../orchestrator/start.ts";
+import { packageRoot } from "../protocol/package-root.ts";
 import { bootstrapAdmin } from "./accounts/bootstrap.ts";
 import { buildApp } from "./app.ts";
 import { loadConfig } from "./config.ts";

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import { ErrorBody } from "../protocol/errors.ts";
+import { createSseReader } from "../protocol/sse.ts";
 import { CliError } from "./errors.ts";
 
 export type RequestOptions = { body?: unknown; query?: Record<string, string | undefined> };
@@ -87,20 +88,10 @@ export function createApiClient(options: { baseUrl: string; token: string | unde
       throw failure(res, json);
     }
     const decoder = new TextDecoder();
-    let buffer = "";
+    const read = createSseReader();
     try {
       for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
-          const data = buffer
-            .slice(0, end)
-            .split("\n")
-            .filter((line) => line.startsWith("data:"))
-            .map((line) => line.slice(5).trimStart())
-            .join("\n");
-          buffer = buffer.slice(end + 2);
-          if (data) yield JSON.parse(data);
-        }
+        for (const data of read(decoder.decode(chunk, { stream: true }))) yield JSON.parse(data);
       }
     } catch (err) {
       if (!signal.aborted) throw new CliError(`the event stream broke: ${(err as Error).message}`);

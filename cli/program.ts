@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from "commander";
-import { VERSION } from "../api/version.ts";
+import { VERSION } from "../protocol/version.ts";
 import { authCommands } from "./commands/auth.ts";
 import { crCommand } from "./commands/cr.ts";
 import { hostsCommand } from "./commands/hosts.ts";

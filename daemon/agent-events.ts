@@ -1,5 +1,6 @@
 import { get, type ServerResponse } from "node:http";
 import type { AgentEvent } from "../protocol/daemon.ts";
+import { createSseReader, SSE_HEADERS, SSE_PING, sseEvent } from "../protocol/sse.ts";
 
 /** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
 type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
@@ -103,7 +104,7 @@ export function createEventTranslator() {
  */
 export function relayAgentEvents(res: ServerResponse, agentPort: number, directory: string) {
   const translate = createEventTranslator();
-  const write = (event: AgentEvent) => res.write(`data: ${JSON.stringify(event)}\n\n`);
+  const write = (event: AgentEvent) => res.write(sseEvent(event));
   let ping: NodeJS.Timeout | undefined;
   const upstream = get(
     { host: "127.0.0.1", port: agentPort, path: `/event?directory=${encodeURIComponent(directory)}` },
@@ -114,22 +115,13 @@ export function relayAgentEvents(res: ServerResponse, agentPort: number, directo
         res.end(JSON.stringify({ error: `the agent runtime answered ${runtime.statusCode} to its event stream` }));
         return;
       }
-      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      res.writeHead(200, SSE_HEADERS);
       write({ type: "ready" });
-      ping = setInterval(() => res.write(": ping\n\n"), PING_MS);
-      let buffer = "";
+      ping = setInterval(() => res.write(SSE_PING), PING_MS);
+      const read = createSseReader();
       runtime.setEncoding("utf8");
       runtime.on("data", (chunk: string) => {
-        buffer += chunk;
-        for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const data = block
-            .split("\n")
-            .filter((line) => line.startsWith("data:"))
-            .map((line) => line.slice(5).trimStart())
-            .join("\n");
-          if (!data) continue;
+        for (const data of read(chunk)) {
           try {
             for (const event of translate(JSON.parse(data) as RuntimeEvent)) write(event);
           } catch {

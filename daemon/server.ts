@@ -13,11 +13,11 @@ import {
   PromptBody,
   type RefreshResult,
 } from "../protocol/daemon.ts";
+import { createForwarder } from "../protocol/http-forward.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
-import { createForwarder } from "./forward.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
 
 export type ControlHandlers = {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashSecret, newSecret } from "../api/auth/secrets.ts";
+import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { SERVICE_KEY_PREFIX } from "../protocol/token.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";

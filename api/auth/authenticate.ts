@@ -1,12 +1,12 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyInstance } from "fastify";
+import { hashSecret } from "../../protocol/credential.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import type { Sql } from "../db/sql.ts";
 import { apiError } from "../errors.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
-import { hashSecret } from "./secrets.ts";
 import type { TokenStore } from "./token-store.ts";
 
 export type Principal =

@@ -1,9 +1,9 @@
+import { displayPrefix, hashSecret, newSecret } from "../../protocol/credential.ts";
 import type { MintedToken, Token } from "../../protocol/token.ts";
 import { TOKEN_PREFIX } from "../../protocol/token.ts";
 import { iso } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
 import { createTtlCache } from "../ttl-cache.ts";
-import { displayPrefix, hashSecret, newSecret } from "./secrets.ts";
 
 type TokenRow = {
   id: string;

@@ -1,5 +1,5 @@
+import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
-import { hashSecret, newSecret } from "../auth/secrets.ts";
 import type { Sql } from "../db/sql.ts";
 
 /** Minutes-long: the daemon's credential helper fetches a new one whenever git asks. */

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { z } from "zod";
-import type { Forwarder } from "../../daemon/forward.ts";
 import { AbortResult, PromptAccepted } from "../../protocol/daemon.ts";
+import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SessionMessageBody } from "../../protocol/session.ts";
 import { apiError } from "../errors.ts";

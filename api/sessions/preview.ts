@@ -3,7 +3,7 @@ import type { Duplex } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import httpProxy from "http-proxy";
 import { z } from "zod";
-import type { Forwarder } from "../../daemon/forward.ts";
+import type { Forwarder } from "../../protocol/http-forward.ts";
 import { PREVIEW_COOKIE, PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";

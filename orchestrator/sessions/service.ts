@@ -1,10 +1,10 @@
-import { hashSecret, newSecret } from "../../api/auth/secrets.ts";
 import type { TokenStore } from "../../api/auth/token-store.ts";
 import { apiError } from "../../api/errors.ts";
 import type { Repositories } from "../../api/git/repositories.ts";
 import type { Cipher } from "../../api/secrets/cipher.ts";
 import type { SecretStore } from "../../api/secrets/store.ts";
 import { createTtlCache } from "../../api/ttl-cache.ts";
+import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { DaemonHealth } from "../../protocol/daemon.ts";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";

@@ -1,5 +1,5 @@
-import { hashSecret } from "../../../api/auth/secrets.ts";
 import { Me } from "../../../protocol/account.ts";
+import { hashSecret } from "../../../protocol/credential.ts";
 import { updateConfig } from "../../config-file.ts";
 import { CliError } from "../../errors.ts";
 import { info, printLine } from "../../output.ts";
