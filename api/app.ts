@@ -2,12 +2,10 @@ import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
-import { ensurePlatformImage } from "../orchestrator/images/platform-image.ts";
+import { createOrchestrator, type Orchestrator } from "../orchestrator/orchestrator.ts";
+import type { ProvisionerSettings } from "../orchestrator/provisioning/provisioner.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
-import { createSessionService, type OrchestratorSettings } from "../orchestrator/sessions/service.ts";
-import { createSessionStore } from "../orchestrator/sessions/store.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
-import { PREVIEW_PARAM } from "../protocol/preview.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
@@ -31,7 +29,16 @@ import { secretRoutes } from "./secrets/routes.ts";
 import { createSecretStore } from "./secrets/store.ts";
 import { agentRoutes } from "./sessions/agent.ts";
 import { createPreviews, type Previews } from "./sessions/preview.ts";
+import { PREVIEW_PARAM } from "./sessions/preview-grant.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
+import {
+  createSessionService,
+  SANDBOX_SERVICE_KEY_CONTEXT,
+  type SandboxTarget,
+  type SessionSettings,
+} from "./sessions/service.ts";
+import { createSessionStore } from "./sessions/store.ts";
+import { createTtlCache } from "./ttl-cache.ts";
 
 /** The project secret that authenticates the service to a private external repository. */
 export const PROJECT_REPO_TOKEN_SECRET = "GIT_ACCESS_TOKEN";
@@ -48,7 +55,7 @@ export type AppOptions = {
   /** Sessions run only when a sandbox driver is given. */
   orchestrator?: {
     driver: SandboxDriver;
-    settings: OrchestratorSettings;
+    settings: SandboxSettings;
     /** Package root (images/sandbox, dist/sandbox) and the image the sandbox image builds on. */
     root: string;
     baseImage: string;
@@ -61,7 +68,11 @@ export type AppOptions = {
   instanceId?: string;
 };
 
+export type SandboxSettings = ProvisionerSettings & SessionSettings;
+
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
+const SANDBOX_TARGET_TTL_MS = 2000;
 
 /** Everything the routes need, built once from the database handle and the data directory. */
 export function createServices(
@@ -84,32 +95,45 @@ export function createServices(
     projectAccessToken: async (projectId) =>
       cipher ? (await secrets.values(projectId)).values[PROJECT_REPO_TOKEN_SECRET] : undefined,
   });
-  const orchestrator = options.orchestrator;
-  let platformImage: Promise<string> | undefined;
-  const sessions = orchestrator
-    ? createSessionService({
-        store: createSessionStore(sql),
-        tokens,
-        secrets,
-        repos,
-        driver: orchestrator.driver,
-        settings: orchestrator.settings,
-        installationId,
-        instanceId,
-        cipher,
-        platformImage: () => {
-          platformImage ??= ensurePlatformImage(orchestrator.driver, {
-            root: orchestrator.root,
-            baseImage: orchestrator.baseImage,
-          });
-          platformImage.catch(() => {
-            platformImage = undefined;
-          });
-          return platformImage;
-        },
-        log,
-      })
-    : undefined;
+  const sessionStore = createSessionStore(sql);
+  const sandboxTargets = createTtlCache<string, SandboxTarget>(SANDBOX_TARGET_TTL_MS);
+
+  /** The orchestrator's ports, implemented by this API's stores. */
+  function composeOrchestrator(o: NonNullable<AppOptions["orchestrator"]>): Orchestrator {
+    return createOrchestrator({
+      driver: o.driver,
+      root: o.root,
+      baseImage: o.baseImage,
+      settings: o.settings,
+      installationId,
+      records: sessionStore,
+      tokens: {
+        mint: ({ userId, projectId, sessionId }) => tokens.mint({ userId, projectId, name: `session ${sessionId}` }),
+        revoke: (tokenId) => tokens.revoke(tokenId),
+      },
+      secrets,
+      repos: {
+        gitDir: (project) => repos.open(project, 0),
+        tips: (project) => repos.tips(project, 0),
+        createBranch: (project, branch, sha) => repos.createBranch(project, branch, sha),
+      },
+      sealServiceKey: (key) => cipher?.encrypt(key, SANDBOX_SERVICE_KEY_CONTEXT) ?? null,
+      onSandboxClosed: (sessionId) => sandboxTargets.delete(sessionId),
+      log,
+    });
+  }
+
+  const orchestrator = options.orchestrator && composeOrchestrator(options.orchestrator);
+  const sessions =
+    orchestrator &&
+    createSessionService({
+      store: sessionStore,
+      provisioner: orchestrator.provisioner,
+      settings: options.orchestrator!.settings,
+      instanceId,
+      cipher,
+      sandboxTargets,
+    });
   return {
     sql,
     publicUrl,
@@ -118,6 +142,7 @@ export function createServices(
     repos,
     installationId,
     instanceId,
+    orchestrator,
     sessions,
     reposDir: join(options.dataDir, "repos"),
     hooksDir: installHooks(options.dataDir),

@@ -1,3 +1,4 @@
+import type { OrchestratorError, OrchestratorErrorCode } from "../orchestrator/errors.ts";
 import type { ErrorCode } from "../protocol/errors.ts";
 
 /** The API's error catalogue: each stable code maps to exactly one HTTP status, here and nowhere else. */
@@ -29,6 +30,8 @@ const STATUS: Record<ErrorCode, number> = {
   SESSION_CAP_REACHED: 429,
   SESSION_NOT_RUNNING: 409,
   SANDBOX_UNREACHABLE: 502,
+  SANDBOX_BACKEND_FAILED: 502,
+  IMAGE_BUILD_FAILED: 422,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   INTERNAL: 500,
@@ -48,3 +51,11 @@ export class ApiError extends Error {
 
 export const apiError = (code: ErrorCode, message: string, details?: Record<string, unknown>) =>
   new ApiError(code, message, details);
+
+/** The orchestrator's failures as the API answers them. */
+const FROM_ORCHESTRATOR: Record<OrchestratorErrorCode, ErrorCode> = {
+  IMAGE_BUILD_FAILED: "IMAGE_BUILD_FAILED",
+  SANDBOX_BACKEND_FAILED: "SANDBOX_BACKEND_FAILED",
+};
+
+export const fromOrchestrator = (err: OrchestratorError) => apiError(FROM_ORCHESTRATOR[err.code], err.message);

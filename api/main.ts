@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { joinCluster } from "../orchestrator/cluster.ts";
-import { dockerOrchestrator, startBackgroundWork } from "../orchestrator/start.ts";
+import { connectSandboxBackend } from "../orchestrator/sandbox/backend.ts";
 import { packageRoot } from "../protocol/package-root.ts";
 import { bootstrapAdmin } from "./accounts/bootstrap.ts";
 import { buildApp } from "./app.ts";
@@ -11,7 +11,8 @@ import { openSql } from "./db/sql.ts";
 const config = loadConfig();
 const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir });
 await migrate(sql);
-const orchestrator = await dockerOrchestrator(config, packageRoot(fileURLToPath(import.meta.url)));
+const o = config.orchestrator;
+const backend = o.enabled ? await connectSandboxBackend({ baseImage: o.baseImage }) : undefined;
 const { app, services } = await buildApp({
   sql,
   dataDir: config.dataDir,
@@ -19,17 +20,27 @@ const { app, services } = await buildApp({
   previewDomain: config.previewDomain,
   repoAccess: config.repoAccess,
   secretsKey: config.secretsKey,
-  orchestrator,
+  orchestrator: backend && {
+    ...backend,
+    root: packageRoot(fileURLToPath(import.meta.url)),
+    settings: {
+      sessionCap: o.sessionCap,
+      defaultAgent: "build",
+      sandboxApiOrigin: o.sandboxApiOrigin,
+      hostAlias: "host.docker.internal",
+      provisionTimeoutMs: o.provisionTimeoutMs,
+      limits: o.limits,
+      llm: o.llm,
+    },
+  },
   bodyLimit: config.bodyLimit,
   logLevel: config.logLevel,
 });
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);
-if (!orchestrator) log("no Docker engine answered (or SVC_ORCHESTRATOR=off): sessions are unavailable");
+if (!backend) log("no Docker engine answered (or SVC_ORCHESTRATOR=off): sessions are unavailable");
 const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
-const stopBackground = orchestrator
-  ? startBackgroundWork(services, orchestrator, { idleMs: config.orchestrator.idleMs, cluster, log })
-  : () => {};
+const stopBackground = services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs }) ?? (() => {});
 
 let stopping = false;
 async function shutdown(signal: string) {

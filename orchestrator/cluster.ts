@@ -1,5 +1,11 @@
 import { createHash, randomUUID } from "node:crypto";
-import type { ReservedSql, Sql } from "../api/db/sql.ts";
+
+/** The database the API processes share (the API's handle fits it): locks live on one reserved connection. */
+type LockConnection = { query<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]> };
+export type ClusterDatabase = LockConnection & {
+  readonly kind: "pglite" | "postgres";
+  reserve(): Promise<LockConnection & { release(): Promise<void> }>;
+};
 
 /** Advisory lock keys (two int4s): the leader lock, and one lock per live API process. */
 const LEADER_CLASS = 0x737663;
@@ -24,14 +30,14 @@ export type Cluster = {
  * the leader lock. PGlite belongs to one process, which therefore always leads and is the only one alive.
  */
 export async function joinCluster(
-  sql: Sql,
+  sql: ClusterDatabase,
   options: { instanceId?: string; log?: (msg: string, extra?: Record<string, unknown>) => void } = {},
 ): Promise<Cluster> {
   const instanceId = options.instanceId ?? randomUUID();
   if (sql.kind === "pglite") {
     return { instanceId, lead: async () => true, isAlive: async (id) => id === instanceId, leave: async () => {} };
   }
-  let conn: ReservedSql | undefined;
+  let conn: Awaited<ReturnType<ClusterDatabase["reserve"]>> | undefined;
   let leading = false;
   const connect = async () => {
     if (conn) return conn;

@@ -1,12 +1,12 @@
 import { DaemonHealth } from "../protocol/daemon.ts";
-import type { SessionService } from "./sessions/service.ts";
-import type { SessionStore } from "./sessions/store.ts";
+import type { Log, SandboxRecords } from "./ports.ts";
+import type { Provisioner } from "./provisioning/provisioner.ts";
 
 export type SweeperDeps = {
-  store: SessionStore;
-  sessions: SessionService;
+  records: SandboxRecords;
+  provisioner: Provisioner;
   idleMs: number;
-  log: (msg: string, extra?: Record<string, unknown>) => void;
+  log: Log;
 };
 
 /**
@@ -16,7 +16,7 @@ export type SweeperDeps = {
 export function createIdleSweeper(deps: SweeperDeps) {
   return async function sweep(): Promise<string[]> {
     const stopped: string[] = [];
-    for (const sandbox of await deps.store.liveSandboxes()) {
+    for (const sandbox of await deps.records.liveSandboxes()) {
       if (sandbox.status !== "active" || !sandbox.url) continue;
       let health: DaemonHealth;
       try {
@@ -25,10 +25,10 @@ export function createIdleSweeper(deps: SweeperDeps) {
       } catch {
         continue; // An unreachable daemon is the reconciler's business, not idleness.
       }
-      await deps.store.touchActivity(sandbox.sandbox_id, health.last_activity_at);
+      await deps.records.touchActivity(sandbox.sandbox_id, health.last_activity_at);
       if (health.busy || Date.now() - Date.parse(health.last_activity_at) < deps.idleMs) continue;
-      if (await deps.store.transition(sandbox.session_id, ["running"], "stopped")) {
-        await deps.sessions.closeSandbox(sandbox, "stopped", "idle");
+      if (await deps.records.transition(sandbox.session_id, ["running"], "stopped")) {
+        await deps.provisioner.closeSandbox(sandbox, "stopped", "idle");
         stopped.push(sandbox.session_id);
         deps.log("idle sandbox hibernated", { session: sandbox.session_id });
       }

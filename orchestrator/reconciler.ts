@@ -1,15 +1,15 @@
-import type { SandboxDriver } from "./sandbox/driver.ts";
-import { INSTALLATION_LABEL, SANDBOX_LABEL, SESSION_LABEL, type SessionService } from "./sessions/service.ts";
-import type { SessionStore } from "./sessions/store.ts";
+import type { Log, SandboxRecords } from "./ports.ts";
+import type { Provisioner } from "./provisioning/provisioner.ts";
+import type { SandboxDriver, SandboxInfo } from "./sandbox/driver.ts";
 
 export type ReconcilerDeps = {
   driver: SandboxDriver;
-  store: SessionStore;
-  sessions: SessionService;
+  records: SandboxRecords;
+  provisioner: Provisioner;
   installationId: string;
   /** Whether the API process with this instance id still runs (cluster.ts). */
   isAlive: (instanceId: string | null) => Promise<boolean>;
-  log: (msg: string, extra?: Record<string, unknown>) => void;
+  log: Log;
 };
 
 /**
@@ -18,20 +18,20 @@ export type ReconcilerDeps = {
  * the leading API process only; a session another live process is provisioning is that process's business.
  */
 export function createReconciler(deps: ReconcilerDeps) {
-  const { driver, store, sessions, log } = deps;
-  const beingProvisioned = async (sessionId: string, provisioner: string | null) =>
-    sessions.isProvisioning(sessionId) || (await deps.isAlive(provisioner));
+  const { driver, records, provisioner, log } = deps;
+  const beingProvisioned = async (sessionId: string, instance: string | null) =>
+    provisioner.isProvisioning(sessionId) || (await deps.isAlive(instance));
 
   async function removeOrphans(
-    containers: Awaited<ReturnType<SandboxDriver["listByLabel"]>>,
-    live: Awaited<ReturnType<SessionStore["liveSandboxes"]>>,
+    containers: SandboxInfo[],
+    live: Awaited<ReturnType<SandboxRecords["liveSandboxes"]>>,
   ): Promise<number> {
     const liveIds = new Set(live.map((s) => s.sandbox_id));
     let removed = 0;
     for (const c of containers) {
-      const sandboxId = c.labels[SANDBOX_LABEL];
+      const { sandboxId, sessionId } = c.owner;
       if (sandboxId && liveIds.has(sandboxId)) continue;
-      if (sandboxId && sessions.isProvisioning(c.labels[SESSION_LABEL] ?? "")) continue;
+      if (sandboxId && provisioner.isProvisioning(sessionId ?? "")) continue;
       await driver.remove(c.id);
       removed += 1;
       log("reconciler removed an orphaned container", { container: c.id, sandbox: sandboxId });
@@ -45,8 +45,8 @@ export function createReconciler(deps: ReconcilerDeps) {
     failedSessions: number;
   }> {
     // Only this installation's containers: another stack on the same engine keeps its own.
-    const containers = await driver.listByLabel(INSTALLATION_LABEL, deps.installationId);
-    const live = await store.liveSandboxes();
+    const containers = await driver.listOwned(deps.installationId);
+    const live = await records.liveSandboxes();
     let removedContainers = await removeOrphans(containers, live);
     let closedSandboxes = 0;
     let failedSessions = 0;
@@ -54,18 +54,18 @@ export function createReconciler(deps: ReconcilerDeps) {
     for (const sandbox of live) {
       if (sandbox.status === "provisioning" && (await beingProvisioned(sandbox.session_id, sandbox.provisioner)))
         continue;
-      const container = containers.find((c) => c.labels[SANDBOX_LABEL] === sandbox.sandbox_id);
+      const container = containers.find((c) => c.owner.sandboxId === sandbox.sandbox_id);
       if (sandbox.status === "active" && container?.running) continue;
       const reason = sandbox.status === "active" ? "the sandbox container is gone" : "provisioning was interrupted";
-      await sessions.closeSandbox(sandbox, sandbox.status === "active" ? "stopped" : "error", reason);
+      await provisioner.closeSandbox(sandbox, sandbox.status === "active" ? "stopped" : "error", reason);
       closedSandboxes += 1;
       log("reconciler closed a sandbox", { sandbox: sandbox.sandbox_id, reason });
     }
 
-    for (const session of await store.provisioningSessions()) {
+    for (const session of await records.provisioningSessions()) {
       if (await beingProvisioned(session.session_id, session.provisioner)) continue;
       if (
-        await store.transition(session.session_id, ["provisioning"], "failed", {
+        await records.transition(session.session_id, ["provisioning"], "failed", {
           error: "provisioning was interrupted",
         })
       ) {
@@ -76,8 +76,8 @@ export function createReconciler(deps: ReconcilerDeps) {
     // now: look again once its rows are closed, so the container does not wait for the next tick.
     if (closedSandboxes + failedSessions > 0) {
       removedContainers += await removeOrphans(
-        await driver.listByLabel(INSTALLATION_LABEL, deps.installationId),
-        await store.liveSandboxes(),
+        await driver.listOwned(deps.installationId),
+        await records.liveSandboxes(),
       );
     }
     return { removedContainers, closedSandboxes, failedSessions };

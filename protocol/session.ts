@@ -31,20 +31,6 @@ export const Session = z.object({
 });
 export type Session = z.infer<typeof Session>;
 
-export const Sandbox = z.object({
-  sandbox_id: z.uuid(),
-  session_id: z.string(),
-  status: SandboxStatus,
-  container_id: z.string().nullable(),
-  image: z.string().nullable(),
-  url: z.string().nullable(),
-  error: z.string().nullable(),
-  last_activity_at: z.string().nullable(),
-  created_at: z.string(),
-  updated_at: z.string(),
-});
-export type Sandbox = z.infer<typeof Sandbox>;
-
 export const CreateSessionBody = z
   .object({
     prompt: z.string().min(1).max(200_000).optional(),

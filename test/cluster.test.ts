@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSessionStore } from "../api/sessions/store.ts";
 import { type Cluster, joinCluster } from "../orchestrator/cluster.ts";
 import { createReconciler } from "../orchestrator/reconciler.ts";
-import { createSessionStore } from "../orchestrator/sessions/store.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freePort } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
@@ -74,8 +74,8 @@ describe("several API processes on one PostgreSQL database (real server, real pr
     // The leader's reconciler leaves alone a session another live process is provisioning...
     const reconcile = createReconciler({
       driver: orchestratorFor(0).driver,
-      store: createSessionStore(db.sql),
-      sessions: api.services.sessions!,
+      records: createSessionStore(db.sql),
+      provisioner: api.services.orchestrator!.provisioner,
       installationId: api.services.installationId,
       isAlive: here.isAlive,
       log: () => {},

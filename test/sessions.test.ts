@@ -1,11 +1,11 @@
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
+import { createSessionStore } from "../api/sessions/store.ts";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { createIdleSweeper } from "../orchestrator/idle-sweeper.ts";
 import { createReconciler } from "../orchestrator/reconciler.ts";
 import { createDockerDriver } from "../orchestrator/sandbox/docker-driver.ts";
-import { createSessionStore } from "../orchestrator/sessions/store.ts";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import type { TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
@@ -229,7 +229,11 @@ describe("sessions on real Docker", () => {
   it("hibernates idle sandboxes and leaves busy or recent ones alone", async () => {
     const created = (await sessions("", "POST", {})).body;
     await waitStatus(created.session_id, ["running"]);
-    const deps = { store: createSessionStore(db.sql), sessions: api.services.sessions!, log: () => {} };
+    const deps = {
+      records: createSessionStore(db.sql),
+      provisioner: api.services.orchestrator!.provisioner,
+      log: () => {},
+    };
     expect(await createIdleSweeper({ ...deps, idleMs: 60_000 })()).toEqual([]);
     await new Promise((r) => setTimeout(r, 50));
     expect(await createIdleSweeper({ ...deps, idleMs: 1 })()).toEqual([created.session_id]);
@@ -300,8 +304,8 @@ describe("sessions on real Docker", () => {
 
     const reconcile = createReconciler({
       driver: createDockerDriver({ servicePort: 8000 }),
-      store: createSessionStore(db.sql),
-      sessions: api.services.sessions!,
+      records: createSessionStore(db.sql),
+      provisioner: api.services.orchestrator!.provisioner,
       installationId: api.services.installationId,
       isAlive: (await joinCluster(db.sql, { instanceId: api.services.instanceId })).isAlive,
       log: () => {},

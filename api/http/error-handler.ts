@@ -1,6 +1,8 @@
+import type { ServerResponse } from "node:http";
 import type { FastifyError, FastifyInstance } from "fastify";
+import { OrchestratorError } from "../../orchestrator/errors.ts";
 import type { ErrorBody } from "../../protocol/errors.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, fromOrchestrator } from "../errors.ts";
 
 /** Fastify's own failures (body parsing, limits) mapped onto the catalogue's codes. */
 const FASTIFY_CODES: Record<string, [number, ErrorBody["code"], string]> = {
@@ -10,16 +12,32 @@ const FASTIFY_CODES: Record<string, [number, ErrorBody["code"], string]> = {
   FST_ERR_CTP_INVALID_JSON_BODY: [400, "BAD_REQUEST", "request body is not valid JSON"],
 };
 
-/** An error as the client sees it, for the few places that answer outside Fastify's reply (raw proxying). */
+/** An error as the client sees it: the catalogue's status and body; anything unknown is a bare 500. */
 export function errorResponse(err: unknown): { status: number; body: ErrorBody } {
-  if (err instanceof ApiError)
-    return { status: err.status, body: { ...err.details, error: err.message, code: err.code } };
+  const known = err instanceof OrchestratorError ? fromOrchestrator(err) : err;
+  if (known instanceof ApiError)
+    return { status: known.status, body: { ...known.details, error: known.message, code: known.code } };
   return { status: 500, body: { error: "internal error", code: "INTERNAL" } };
 }
 
+/**
+ * The one writer for answers outside Fastify's reply (raw proxying). A response already under way cannot
+ * change its status: it is cut short instead. Returns the status for callers that log 500s.
+ */
+export function writeError(res: ServerResponse, err: unknown): number {
+  const { status, body } = errorResponse(err);
+  if (res.headersSent) {
+    res.destroy();
+    return status;
+  }
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+  return status;
+}
+
 export function registerErrorHandler(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
-    if (err instanceof ApiError) {
+  app.setErrorHandler((err: FastifyError | ApiError | OrchestratorError, req, reply) => {
+    if (err instanceof ApiError || err instanceof OrchestratorError) {
       const { status, body } = errorResponse(err);
       return reply.code(status).send(body);
     }

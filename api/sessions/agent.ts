@@ -5,15 +5,16 @@ import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SessionMessageBody } from "../../protocol/session.ts";
 import { apiError } from "../errors.ts";
+import { writeError } from "../http/error-handler.ts";
 import { parseInput } from "../http/validate.ts";
-import { type PreviewDeps, sessionsOf } from "./preview-access.ts";
 import { Params } from "./routes.ts";
+import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
 
 const CONTROL_TIMEOUT_MS = 15_000;
 
 /** One control call to a session's daemon with its service key; the daemon's own errors map onto the catalogue. */
 async function control<S extends z.ZodType>(
-  deps: PreviewDeps,
+  deps: SessionAccessDeps,
   project: Project,
   sessionId: string,
   path: string,
@@ -44,7 +45,7 @@ async function control<S extends z.ZodType>(
  * Talking to a session's agent (`svc sessions chat`): send a message, abort the run, and follow what the agent
  * does as server-sent AgentEvents (protocol/daemon.ts), relayed from the daemon's /svc/events.
  */
-export function agentRoutes(deps: PreviewDeps, forward: Forwarder) {
+export function agentRoutes(deps: SessionAccessDeps, forward: Forwarder) {
   return async (app: FastifyInstance) => {
     const base = "/v1/projects/:projectId/sessions/:sessionId";
 
@@ -66,15 +67,8 @@ export function agentRoutes(deps: PreviewDeps, forward: Forwarder) {
       reply.hijack();
       await forward(req.raw, reply.raw, target.url, "/svc/events", {
         headers: { authorization: `Bearer ${target.serviceKey}` },
-        unreachable: (res, err) => {
-          res.writeHead(502, { "content-type": "application/json" });
-          res.end(
-            JSON.stringify({
-              error: `the session's sandbox did not answer: ${err.message}`,
-              code: "SANDBOX_UNREACHABLE",
-            }),
-          );
-        },
+        unreachable: (res, err) =>
+          writeError(res, apiError("SANDBOX_UNREACHABLE", `the session's sandbox did not answer: ${err.message}`)),
       });
     });
   };

@@ -4,20 +4,15 @@ import type { FastifyInstance } from "fastify";
 import httpProxy from "http-proxy";
 import { z } from "zod";
 import type { Forwarder } from "../../protocol/http-forward.ts";
-import { PREVIEW_COOKIE, PreviewPort } from "../../protocol/preview.ts";
+import { PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
-import { errorResponse } from "../http/error-handler.ts";
+import { errorResponse, writeError } from "../http/error-handler.ts";
 import { parseInput } from "../http/validate.ts";
-import {
-  authorizePreview,
-  type PreviewAccess,
-  type PreviewDeps,
-  type PreviewPlace,
-  previewPath,
-  splitCookies,
-  splitUrl,
-} from "./preview-access.ts";
+import { authorizePreview, type PreviewAccess, type PreviewPlace, splitCookies, splitUrl } from "./preview-auth.ts";
+import { PREVIEW_COOKIE } from "./preview-grant.ts";
+import { previewPath } from "./preview-links.ts";
+import type { SessionAccessDeps } from "./session-access.ts";
 
 /** A signed context lives a minute: long enough for one request, useless if it leaks. */
 const CONTEXT_TTL_S = 60;
@@ -42,7 +37,7 @@ function decodePart(part: string): string {
  * `/@vite/client`) resolve as they do on the developer's machine. WebSocket upgrades (dev-server hot reload)
  * pass through both.
  */
-export function createPreviews(deps: PreviewDeps, forward: Forwarder, logError: (err: unknown) => void) {
+export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logError: (err: unknown) => void) {
   // Plain requests go through `forward`'s undici pools; WebSocket upgrades through http-proxy.
   const proxy = httpProxy.createProxyServer({ agent: new Agent({ keepAlive: true }), proxyTimeout: 0 });
   const secure = () => (deps.publicUrl().startsWith("https:") ? "; Secure" : "");
@@ -79,16 +74,11 @@ export function createPreviews(deps: PreviewDeps, forward: Forwarder, logError: 
     return { target: access.target.url, headers: { [USER_CONTEXT_HEADER]: context }, setCookie };
   }
 
-  function unreachable(res: ServerResponse, err: Error) {
-    if (!res.headersSent) res.writeHead(502, { "content-type": "application/json" });
-    res.end(JSON.stringify({ error: `sandbox unreachable: ${err.message}`, code: "SANDBOX_UNREACHABLE" }));
-  }
+  const unreachable = (res: ServerResponse, err: Error) =>
+    writeError(res, apiError("SANDBOX_UNREACHABLE", `sandbox unreachable: ${err.message}`));
 
   function fail(res: ServerResponse, err: unknown) {
-    const { status, body } = errorResponse(err);
-    if (status === 500) logError(err);
-    res.writeHead(status, { "content-type": "application/json" });
-    res.end(JSON.stringify(body));
+    if (writeError(res, err) === 500) logError(err);
   }
 
   /** Where a request for the API's own origin or a preview host wants to go; undefined when it is not a preview. */

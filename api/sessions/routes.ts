@@ -1,12 +1,12 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { SessionRecord } from "../../orchestrator/sessions/store.ts";
 import { CreatePreviewBody } from "../../protocol/preview.ts";
 import { CreateSessionBody, Session } from "../../protocol/session.ts";
 import { actingUserId } from "../auth/authenticate.ts";
-import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
-import { createPreviewLink, type PreviewDeps } from "./preview-access.ts";
+import { createPreviewLink } from "./preview-links.ts";
+import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
+import type { SessionRecord } from "./store.ts";
 
 const BASE = "/v1/projects/:projectId/sessions";
 /** `:projectId` and `:sessionId` of every route under a session. */
@@ -15,12 +15,8 @@ export const Params = z.object({ projectId: z.string(), sessionId: z.string().mi
 /** Only the SPEC's session attributes leave the API. */
 const present = (s: SessionRecord) => Session.parse(s);
 
-export function sessionRoutes(deps: PreviewDeps) {
-  const service = () => {
-    if (!deps.sessions)
-      throw apiError("NOT_CONFIGURED", "sessions are unavailable: this server runs without a sandbox driver");
-    return deps.sessions;
-  };
+export function sessionRoutes(deps: SessionAccessDeps) {
+  const service = () => sessionsOf(deps);
   return async (app: FastifyInstance) => {
     app.post(BASE, async (req, reply) => {
       const body = parseInput(CreateSessionBody, req.body ?? {}, "body");

@@ -42,7 +42,7 @@ function imageKey(files: Record<string, string>, baseImage: string): string {
 }
 
 /** The platform sandbox image, built once per change of its inputs: `svc-sandbox:<key>`. */
-export async function ensurePlatformImage(driver: SandboxDriver, options: PlatformImageOptions): Promise<string> {
+async function ensurePlatformImage(driver: SandboxDriver, options: PlatformImageOptions): Promise<string> {
   const files = sources(options);
   const tag = `svc-sandbox:${imageKey(files, options.baseImage)}`;
   if (await driver.imageExists(tag)) return tag;
@@ -64,4 +64,18 @@ export async function ensurePlatformImage(driver: SandboxDriver, options: Platfo
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The platform image, resolved once per process; a failed build is tried again on the next call. */
+export function platformImageResolver(driver: SandboxDriver, options: PlatformImageOptions): () => Promise<string> {
+  let image: Promise<string> | undefined;
+  return () => {
+    if (!image) {
+      image = ensurePlatformImage(driver, options);
+      image.catch(() => {
+        image = undefined;
+      });
+    }
+    return image;
+  };
 }

@@ -1,13 +1,25 @@
 import Docker from "dockerode";
-import type { ImageBuild, SandboxDriver, SandboxInfo, SandboxSpec } from "./driver.ts";
+import { OrchestratorError } from "../errors.ts";
+import type { ImageBuild, SandboxDriver, SandboxInfo, SandboxOwner, SandboxSpec } from "./driver.ts";
 
-export class ImageBuildError extends Error {
-  constructor(
-    message: string,
-    readonly log: string,
-  ) {
-    super(message);
+/** Docker labels that record a sandbox's owner; `docker ps --filter label=dev.svc.session=<id>` finds one. */
+const LABELS: Record<keyof SandboxOwner, string> = {
+  installationId: "dev.svc.installation",
+  sandboxId: "dev.svc.sandbox",
+  sessionId: "dev.svc.session",
+  projectId: "dev.svc.project",
+};
+
+const toLabels = (owner: SandboxOwner) =>
+  Object.fromEntries(Object.entries(LABELS).map(([field, label]) => [label, owner[field as keyof SandboxOwner]]));
+
+function toOwner(labels: Record<string, string> | undefined): Partial<SandboxOwner> {
+  const owner: Partial<SandboxOwner> = {};
+  for (const [field, label] of Object.entries(LABELS)) {
+    const value = labels?.[label];
+    if (value) owner[field as keyof SandboxOwner] = value;
   }
+  return owner;
 }
 
 // Enough for git, package managers and dev servers; nothing that reaches the host (no NET_ADMIN, SYS_ADMIN...).
@@ -19,9 +31,28 @@ function toInfo(raw: Docker.ContainerInspectInfo, servicePort: number): SandboxI
     id: raw.Id,
     name: raw.Name.replace(/^\//, ""),
     running: raw.State.Running,
-    labels: raw.Config.Labels ?? {},
+    owner: toOwner(raw.Config.Labels),
     hostPort: binding ? Number(binding.HostPort) : null,
   };
+}
+
+/** The engine's failures leave the driver as the orchestrator's own error: nothing above it knows Docker. */
+function withOrchestratorErrors(driver: SandboxDriver): SandboxDriver {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, call] of Object.entries(driver) as [string, (...args: unknown[]) => Promise<unknown>][]) {
+    wrapped[name] = async (...args: unknown[]) => {
+      try {
+        return await call(...args);
+      } catch (err) {
+        if (err instanceof OrchestratorError) throw err;
+        throw new OrchestratorError(
+          "SANDBOX_BACKEND_FAILED",
+          `the container engine failed to ${name}: ${(err as Error).message}`,
+        );
+      }
+    };
+  }
+  return wrapped as SandboxDriver;
 }
 
 export function createDockerDriver(options: { docker?: Docker; servicePort: number }): SandboxDriver {
@@ -37,13 +68,13 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
     }
   }
 
-  return {
+  return withOrchestratorErrors({
     async create(spec: SandboxSpec) {
       const container = await docker.createContainer({
         name: spec.name,
         Image: spec.image,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: spec.labels,
+        Labels: toLabels(spec.owner),
         ExposedPorts: { [port]: {} },
         HostConfig: {
           PortBindings: { [port]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
@@ -89,16 +120,16 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
 
     inspect,
 
-    async listByLabel(label: string, value?: string) {
+    async listOwned(installationId: string) {
       const list = await docker.listContainers({
         all: true,
-        filters: { label: [value ? `${label}=${value}` : label] },
+        filters: { label: [`${LABELS.installationId}=${installationId}`] },
       });
       return list.map((c) => ({
         id: c.Id,
         name: (c.Names[0] ?? "").replace(/^\//, ""),
         running: c.State === "running",
-        labels: c.Labels ?? {},
+        owner: toOwner(c.Labels),
         hostPort: c.Ports.find((p) => p.PrivatePort === options.servicePort)?.PublicPort ?? null,
       }));
     },
@@ -133,8 +164,9 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
       });
       const log = lines.join("");
       const error = failure ?? (log.includes("ERROR: ") ? log.slice(log.lastIndexOf("ERROR: ")) : undefined);
-      if (error) throw new ImageBuildError(`image build of ${build.tag} failed: ${error.trim()}`, log);
+      if (error)
+        throw new OrchestratorError("IMAGE_BUILD_FAILED", `image build of ${build.tag} failed: ${error.trim()}`, log);
       return log;
     },
-  };
+  });
 }

@@ -1,12 +1,23 @@
 /**
  * What the orchestrator needs from a sandbox backend. Docker implements it now (docker-driver.ts); a
- * Kubernetes driver would implement the same six calls plus image builds.
+ * Kubernetes driver would implement the same six calls plus image builds. Failures reject with an
+ * OrchestratorError (errors.ts), never with the backend's own error type.
  */
+
+/** Whose a sandbox is: the backend records it on the sandbox (Docker labels) and reports it back in listings. */
+export type SandboxOwner = {
+  /** The installation (one per database): the reconciler never touches another stack's sandboxes. */
+  installationId: string;
+  sandboxId: string;
+  sessionId: string;
+  projectId: string;
+};
+
 export type SandboxSpec = {
   name: string;
   image: string;
   env: Record<string, string>;
-  labels: Record<string, string>;
+  owner: SandboxOwner;
   /** The daemon's port inside the sandbox; published on the host's loopback only. */
   servicePort: number;
   limits: { memoryBytes: number; nanoCpus: number; pids: number };
@@ -16,7 +27,8 @@ export type SandboxInfo = {
   id: string;
   name: string;
   running: boolean;
-  labels: Record<string, string>;
+  /** Empty fields when the backend holds a sandbox it did not record an owner for. */
+  owner: Partial<SandboxOwner>;
   /** Host port the daemon is published on (loopback), once running. */
   hostPort: number | null;
 };
@@ -34,8 +46,9 @@ export type SandboxDriver = {
   stop(id: string): Promise<void>;
   remove(id: string): Promise<void>;
   inspect(id: string): Promise<SandboxInfo | undefined>;
-  listByLabel(label: string, value?: string): Promise<SandboxInfo[]>;
+  /** Every sandbox of one installation, running or not. */
+  listOwned(installationId: string): Promise<SandboxInfo[]>;
   imageExists(tag: string): Promise<boolean>;
-  /** Builds and tags an image; resolves with the build log, rejects with it on failure. */
+  /** Builds and tags an image; resolves with the build log, rejects with IMAGE_BUILD_FAILED carrying it. */
   buildImage(build: ImageBuild): Promise<string>;
 };

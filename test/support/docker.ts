@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
+import type { SandboxSettings } from "../../api/app.ts";
 import { createDockerDriver } from "../../orchestrator/sandbox/docker-driver.ts";
-import type { OrchestratorSettings } from "../../orchestrator/sessions/service.ts";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BASE_IMAGE = process.env.SVC_SANDBOX_BASE_IMAGE ?? "svc-debian:bookworm";
@@ -23,7 +23,7 @@ export async function requireDocker(): Promise<Docker> {
   return docker;
 }
 
-export function orchestratorFor(port: number, overrides: Partial<OrchestratorSettings> = {}) {
+export function orchestratorFor(port: number, overrides: Partial<SandboxSettings> = {}) {
   return {
     driver: createDockerDriver({ servicePort: 8000 }),
     root: ROOT,
@@ -37,7 +37,7 @@ export function orchestratorFor(port: number, overrides: Partial<OrchestratorSet
       llm: {},
       defaultAgent: "build",
       ...overrides,
-    } satisfies OrchestratorSettings,
+    } satisfies SandboxSettings,
   };
 }
 

@@ -1,6 +1,6 @@
 import type Docker from "dockerode";
 import { expect } from "vitest";
-import type { OrchestratorSettings } from "../../orchestrator/sessions/service.ts";
+import type { SandboxSettings } from "../../api/app.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
 import { freePort } from "./cli.ts";
 import { freshDatabase, type TestDatabase } from "./databases.ts";
@@ -24,7 +24,7 @@ export type SandboxedProject = {
  */
 export async function startSandboxedProject(
   name: string,
-  settings: Partial<OrchestratorSettings> = {},
+  settings: Partial<SandboxSettings> = {},
 ): Promise<SandboxedProject> {
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");

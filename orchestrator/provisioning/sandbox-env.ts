@@ -1,10 +1,10 @@
 import { SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";
-import type { SessionRecord } from "./store.ts";
+import type { SessionToProvision } from "../ports.ts";
 
 export type SandboxEnvInput = {
   project: Project;
-  session: SessionRecord;
+  session: SessionToProvision;
   repoUrl: string;
   /** The API's origin as a sandbox reaches it (never loopback: that is the container itself). */
   apiOrigin: string;

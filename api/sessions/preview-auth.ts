@@ -1,25 +1,10 @@
 import type { IncomingMessage } from "node:http";
-import type { SessionService } from "../../orchestrator/sessions/service.ts";
-import {
-  PREVIEW_COOKIE,
-  PREVIEW_LINK_TTL_S,
-  PREVIEW_PARAM,
-  PreviewGrant,
-  type PreviewLink,
-  signPreviewGrant,
-  verifyPreviewGrant,
-} from "../../protocol/preview.ts";
 import type { Project } from "../../protocol/project.ts";
-import { type AuthDeps, actingUserId, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
+import { actingUserId, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { isUuid } from "../projects/store.ts";
-
-export type PreviewDeps = AuthDeps & {
-  sessions: SessionService | undefined;
-  publicUrl: () => string;
-  /** `<port>-<session>.<domain>` serves a preview at the root of its own origin; undefined turns that off. */
-  previewDomain: () => string | undefined;
-};
+import { PREVIEW_COOKIE, PREVIEW_PARAM, PreviewGrant, verifyPreviewGrant } from "./preview-grant.ts";
+import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
 
 /** Where a preview is served: under the API's path, or at the root of its own host. */
 export type PreviewPlace = { projectId?: string; sessionId: string; port: number };
@@ -31,47 +16,6 @@ export type PreviewAccess = {
   /** Set when a link's grant arrived in the query: the cookie that carries it for the next requests. */
   grant?: { token: string; exp: number };
 };
-
-export function sessionsOf(deps: { sessions: SessionService | undefined }): SessionService {
-  if (!deps.sessions) throw apiError("NOT_CONFIGURED", "sessions are unavailable on this server");
-  return deps.sessions;
-}
-
-export const previewPath = (projectId: string, sessionId: string, port: number) =>
-  `/v1/projects/${projectId}/sessions/${encodeURIComponent(sessionId)}/preview/${port}/`;
-
-export function previewOrigin(deps: PreviewDeps, sessionId: string, port: number): string | undefined {
-  const domain = deps.previewDomain();
-  if (!domain) return undefined;
-  const api = new URL(deps.publicUrl());
-  return `${api.protocol}//${port}-${sessionId}.${domain}${api.port ? `:${api.port}` : ""}`;
-}
-
-/** `svc sessions preview`: URLs for one sandbox port that work without an Authorization header. */
-export async function createPreviewLink(
-  deps: PreviewDeps,
-  project: Project,
-  sessionId: string,
-  userId: string,
-  port: number,
-): Promise<PreviewLink> {
-  const target = await sessionsOf(deps).sandboxTarget(project, sessionId);
-  const exp = Math.floor(Date.now() / 1000) + PREVIEW_LINK_TTL_S;
-  const grant = signPreviewGrant(target.serviceKey, {
-    user_id: userId,
-    project_id: project.id,
-    session_id: sessionId,
-    port,
-    exp,
-  });
-  const origin = previewOrigin(deps, sessionId, port);
-  return {
-    url: `${deps.publicUrl()}${previewPath(project.id, sessionId, port)}?${PREVIEW_PARAM}=${grant}`,
-    browser_url: origin ? `${origin}/?${PREVIEW_PARAM}=${grant}` : null,
-    port,
-    expires_at: new Date(exp * 1000).toISOString(),
-  };
-}
 
 /** The `svc_preview` values of a Cookie header, and the header without them (the sandbox never sees them). */
 export function splitCookies(header: string | undefined): { grants: string[]; rest: string | undefined } {
@@ -115,7 +59,7 @@ function claimedProject(token: string): string | undefined {
  * is bound to one user, project, session and port, and its user must still be a member of the account.
  */
 export async function authorizePreview(
-  deps: PreviewDeps,
+  deps: SessionAccessDeps,
   req: IncomingMessage,
   place: PreviewPlace,
   fromQuery: string | undefined,

@@ -1,6 +1,7 @@
-import { iso } from "../../api/db/rows.ts";
-import type { Sql } from "../../api/db/sql.ts";
+import type { SandboxRecord, SandboxRecords } from "../../orchestrator/ports.ts";
 import type { SandboxStatus, Session, SessionStatus } from "../../protocol/session.ts";
+import { iso } from "../db/rows.ts";
+import type { Sql } from "../db/sql.ts";
 
 type SessionRow = Omit<Session, "created_at" | "updated_at"> & {
   account_id: string;
@@ -21,21 +22,11 @@ const toSession = (r: SessionRow): SessionRecord => ({
 });
 
 /** Sessions that hold a slot of the account's concurrent-session cap. */
-export const LIVE_STATUSES: SessionStatus[] = ["provisioning", "running"];
+const LIVE_STATUSES: SessionStatus[] = ["provisioning", "running"];
 
-export type SandboxRecord = {
-  sandbox_id: string;
-  session_id: string;
-  project_id: string;
-  status: SandboxStatus;
-  container_id: string | null;
-  url: string | null;
-  token_id: string | null;
-  created_at: Date;
-};
-
+/** Session and sandbox rows; the sandbox half is what the orchestrator's provisioner reads and writes. */
 export function createSessionStore(sql: Sql) {
-  return {
+  const store = {
     /** Inserts a `provisioning` session unless the account already has `cap` live ones (checked atomically). */
     async createWithinCap(input: {
       accountId: string;
@@ -192,6 +183,7 @@ export function createSessionStore(sql: Sql) {
       await sql.query("update session_sandboxes set last_activity_at = $2 where sandbox_id = $1", [sandboxId, at]);
     },
   };
+  return store satisfies SandboxRecords;
 }
 
 export type SessionStore = ReturnType<typeof createSessionStore>;

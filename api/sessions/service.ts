@@ -1,0 +1,126 @@
+import type { Provisioner } from "../../orchestrator/provisioning/provisioner.ts";
+import type { Project } from "../../protocol/project.ts";
+import type { CreateSessionBody } from "../../protocol/session.ts";
+import { apiError } from "../errors.ts";
+import type { Cipher } from "../secrets/cipher.ts";
+import type { createTtlCache } from "../ttl-cache.ts";
+import type { SessionRecord, SessionStore } from "./store.ts";
+
+/** Where previews and agent messages of a running session go: its daemon's address and service key. */
+export type SandboxTarget = { projectId: string; url: string; serviceKey: string };
+
+export type SessionSettings = {
+  /** Concurrent live sessions per account. */
+  sessionCap: number;
+  defaultAgent: string;
+};
+
+export type SessionServiceDeps = {
+  store: SessionStore;
+  provisioner: Provisioner;
+  settings: SessionSettings;
+  /** This API process (orchestrator/cluster.ts): recorded on the sessions it provisions. */
+  instanceId: string;
+  /** Opens sealed service keys; without it sandboxes cannot be reached. */
+  cipher: Cipher | undefined;
+  /**
+   * Every request of a previewed page needs its sandbox's address and key, which change only when the sandbox
+   * is replaced: the provisioner drops an entry then (this process), the TTL bounds it across processes.
+   */
+  sandboxTargets: ReturnType<typeof createTtlCache<string, SandboxTarget>>;
+};
+
+export const SANDBOX_SERVICE_KEY_CONTEXT = "sandbox-service-key";
+
+/** The user-facing session lifecycle: create within the account's cap, read, stop, restart, remove. */
+export function createSessionService(deps: SessionServiceDeps) {
+  const { store, provisioner, settings } = deps;
+
+  async function load(project: Project, sessionId: string): Promise<SessionRecord> {
+    const session = await store.get(project.id, sessionId);
+    if (!session) throw apiError("SESSION_NOT_FOUND", `session ${sessionId} not found in this project`);
+    return session;
+  }
+
+  async function loadSandboxTarget(project: Project, sessionId: string): Promise<SandboxTarget> {
+    const session = await load(project, sessionId);
+    const sandbox = await store.currentSandbox(session.session_id);
+    if (session.status !== "running" || !sandbox?.url || sandbox.status !== "active") {
+      const hint =
+        session.status === "provisioning" ? "wait until it runs" : `'svc sessions restart ${session.session_id}'`;
+      throw apiError("SESSION_NOT_RUNNING", `session ${session.session_id} is ${session.status}; ${hint}`);
+    }
+    const sealed = await store.sealedServiceKey(sandbox.sandbox_id);
+    if (!sealed || !deps.cipher)
+      throw apiError("NOT_CONFIGURED", "reaching a sandbox needs the server's secrets key (SVC_SECRETS_KEY)");
+    return {
+      projectId: project.id,
+      url: sandbox.url,
+      serviceKey: deps.cipher.decrypt(sealed, SANDBOX_SERVICE_KEY_CONTEXT),
+    };
+  }
+
+  return {
+    async create(project: Project, body: CreateSessionBody, userId: string): Promise<SessionRecord> {
+      const created = await store.createWithinCap({
+        accountId: project.account_id,
+        projectId: project.id,
+        baseRef: body.base_ref ?? project.default_branch,
+        agentName: body.agent ?? settings.defaultAgent,
+        agentModel: body.model ?? null,
+        initialPrompt: body.prompt ?? null,
+        createdBy: userId,
+        cap: settings.sessionCap,
+        provisioner: deps.instanceId,
+      });
+      if ("current" in created) {
+        throw apiError("SESSION_CAP_REACHED", `this account may run ${settings.sessionCap} sessions at once`, {
+          limit: settings.sessionCap,
+          current: created.current,
+        });
+      }
+      void provisioner.provision(project, created.session, { cutBranch: true });
+      return created.session;
+    },
+
+    list: (project: Project) => store.list(project.id),
+
+    get: load,
+
+    async sandboxTarget(project: Project, sessionId: string): Promise<SandboxTarget> {
+      const cached = await deps.sandboxTargets.get(sessionId, () => loadSandboxTarget(project, sessionId));
+      // A cached target of another project's session: answer as for a fresh lookup (not found).
+      return cached.projectId === project.id ? cached : loadSandboxTarget(project, sessionId);
+    },
+
+    async stop(project: Project, sessionId: string): Promise<SessionRecord> {
+      const session = await load(project, sessionId);
+      await store.transition(session.session_id, ["provisioning", "running"], "stopped");
+      await provisioner.stopSandboxOf(session.session_id);
+      return (await store.get(project.id, sessionId))!;
+    },
+
+    /** Re-provision in place: same branch, fresh sandbox, fresh project token (the old one stops working). */
+    async restart(project: Project, sessionId: string): Promise<SessionRecord> {
+      const session = await load(project, sessionId);
+      await provisioner.stopSandboxOf(session.session_id);
+      await store.transition(session.session_id, ["provisioning", "running", "stopped", "failed"], "provisioning", {
+        error: null,
+        sandboxUrl: null,
+        provisioner: deps.instanceId,
+      });
+      const fresh = (await store.get(project.id, sessionId))!;
+      void provisioner.provision(project, fresh, { cutBranch: false });
+      return fresh;
+    },
+
+    async remove(project: Project, sessionId: string): Promise<void> {
+      const session = await load(project, sessionId);
+      await store.transition(session.session_id, ["provisioning", "running"], "stopped");
+      await provisioner.stopSandboxOf(session.session_id);
+      await store.remove(session.session_id);
+    },
+  };
+}
+
+export type SessionService = ReturnType<typeof createSessionService>;

@@ -1,0 +1,66 @@
+import type { Cluster } from "./cluster.ts";
+import { createIdleSweeper } from "./idle-sweeper.ts";
+import { platformImageResolver } from "./images/platform-image.ts";
+import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
+import { createReconciler } from "./reconciler.ts";
+
+const TICK_MS = 30_000;
+
+export type OrchestratorDeps = Omit<ProvisionerDeps, "platformImage"> & {
+  /** Package root (images/sandbox, dist/sandbox) and the image the sandbox image builds on. */
+  root: string;
+  baseImage: string;
+};
+
+/**
+ * The orchestrator as one process runs it: the provisioner the API's session routes call, and the background
+ * work (reconciler, idle sweeper) that runs while this process leads the cluster.
+ */
+export function createOrchestrator(deps: OrchestratorDeps) {
+  const provisioner = createProvisioner({
+    ...deps,
+    platformImage: platformImageResolver(deps.driver, { root: deps.root, baseImage: deps.baseImage }),
+  });
+
+  /**
+   * Reconciles at start and then, with the idle sweep, on a timer, while this process leads (the others keep
+   * asking, so one takes over within a tick when the leader dies). Returns the function that stops.
+   */
+  function startBackgroundWork(options: { cluster: Cluster; idleMs: number }): () => void {
+    const { cluster } = options;
+    const reconcile = createReconciler({
+      driver: deps.driver,
+      records: deps.records,
+      provisioner,
+      installationId: deps.installationId,
+      isAlive: cluster.isAlive,
+      log: deps.log,
+    });
+    const sweep = createIdleSweeper({ records: deps.records, provisioner, idleMs: options.idleMs, log: deps.log });
+    const whileLeading = (name: string, fn: () => Promise<unknown>) => async () => {
+      try {
+        if (await cluster.lead()) await fn();
+      } catch (err) {
+        deps.log(`${name} failed`, { error: (err as Error).message });
+      }
+    };
+    // A leader that was just killed may hold its lock until the database notices: ask again for a moment.
+    void (async () => {
+      for (let i = 0; i < 10 && !(await cluster.lead().catch(() => false)); i++) {
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await whileLeading("reconcile", reconcile)();
+    })();
+    const timers = [
+      setInterval(whileLeading("reconcile", reconcile), TICK_MS),
+      setInterval(whileLeading("idle sweep", sweep), TICK_MS),
+    ];
+    return () => {
+      for (const t of timers) clearInterval(t);
+    };
+  }
+
+  return { provisioner, startBackgroundWork };
+}
+
+export type Orchestrator = ReturnType<typeof createOrchestrator>;

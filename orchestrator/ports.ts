@@ -1,0 +1,75 @@
+import type { Project } from "../protocol/project.ts";
+import type { SandboxStatus, Session, SessionStatus } from "../protocol/session.ts";
+
+/**
+ * What the orchestrator needs from the API's world, as small interfaces. The API implements each one and passes
+ * it in (api/app.ts); the orchestrator never imports the API.
+ */
+
+/** A session as the provisioner needs it: SPEC's attributes plus the prompt it starts with. */
+export type SessionToProvision = Session & { initial_prompt: string | null };
+
+/** Mints and revokes the project token a sandbox's CLI uses (SVC_CLI_TOKEN). */
+export type TokenPort = {
+  mint(input: { userId: string; projectId: string; sessionId: string }): Promise<{ id: string; token: string }>;
+  revoke(tokenId: string): Promise<void>;
+};
+
+/** Decrypted project secrets, injected as plain env vars. */
+export type SecretsPort = {
+  values(projectId: string): Promise<{ values: Record<string, string>; revision: number }>;
+};
+
+/** The project's repository, as fresh as the branch cut needs it. */
+export type RepositoryPort = {
+  /** A local git directory holding the project's objects (managed repo or mirror). */
+  gitDir(project: Project): Promise<string>;
+  /** Branch name to tip SHA, read live; undefined when the repository cannot be reached. */
+  tips(project: Project): Promise<Map<string, string> | undefined>;
+  /** Creates `branch` at `sha`; false when it could not. */
+  createBranch(project: Project, branch: string, sha: string): Promise<boolean>;
+};
+
+/** Seals a sandbox's service key at rest; null when the server has no key to seal with. */
+export type SealPort = (serviceKey: string) => string | null;
+
+export type SandboxRecord = {
+  sandbox_id: string;
+  session_id: string;
+  project_id: string;
+  status: SandboxStatus;
+  container_id: string | null;
+  url: string | null;
+  token_id: string | null;
+  created_at: Date;
+};
+
+/** The session and sandbox rows the provisioner, reconciler and sweeper read and write. */
+export type SandboxRecords = {
+  insertSandbox(input: {
+    sessionId: string;
+    projectId: string;
+    serviceKeyHash: string;
+    serviceKeySealed: string | null;
+    tokenId: string;
+  }): Promise<string>;
+  updateSandbox(
+    sandboxId: string,
+    fields: { status?: SandboxStatus; containerId?: string; image?: string; url?: string; error?: string },
+  ): Promise<void>;
+  /** The session's newest sandbox. */
+  currentSandbox(sessionId: string): Promise<SandboxRecord | undefined>;
+  /** Provisioning and active sandboxes, with the API process provisioning their session. */
+  liveSandboxes(): Promise<(SandboxRecord & { provisioner: string | null })[]>;
+  provisioningSessions(): Promise<{ session_id: string; provisioner: string | null }[]>;
+  /** Moves a session only if it is still in one of `from`; false when it was not. */
+  transition(
+    sessionId: string,
+    from: SessionStatus[],
+    to: SessionStatus,
+    fields?: { error?: string | null; sandboxUrl?: string | null; provisioner?: string },
+  ): Promise<boolean>;
+  touchActivity(sandboxId: string, at: string): Promise<void>;
+};
+
+export type Log = (msg: string, extra?: Record<string, unknown>) => void;

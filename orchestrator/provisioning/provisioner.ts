@@ -1,0 +1,208 @@
+import { hashSecret, newSecret } from "../../protocol/credential.ts";
+import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
+import type { Project } from "../../protocol/project.ts";
+import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
+import { OrchestratorError } from "../errors.ts";
+import { resolveSessionImage } from "../images/project-image.ts";
+import type {
+  Log,
+  RepositoryPort,
+  SandboxRecord,
+  SandboxRecords,
+  SealPort,
+  SecretsPort,
+  SessionToProvision,
+  TokenPort,
+} from "../ports.ts";
+import type { SandboxDriver } from "../sandbox/driver.ts";
+import { hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
+import { waitLive } from "./wait-live.ts";
+
+export type ProvisionerSettings = {
+  /** The API origin as sandboxes reach it, e.g. http://host.docker.internal:7700. */
+  sandboxApiOrigin: string;
+  hostAlias: string;
+  provisionTimeoutMs: number;
+  limits: { memoryBytes: number; nanoCpus: number; pids: number };
+  llm: { baseUrl?: string; apiKey?: string; model?: string };
+};
+
+export type ProvisionerDeps = {
+  records: SandboxRecords;
+  tokens: TokenPort;
+  secrets: SecretsPort;
+  repos: RepositoryPort;
+  sealServiceKey: SealPort;
+  driver: SandboxDriver;
+  /** Resolves the platform sandbox image (built once, then cached). */
+  platformImage: () => Promise<string>;
+  settings: ProvisionerSettings;
+  /** This installation's id (one per database): its sandboxes are owned by it. */
+  installationId: string;
+  /** Told whenever a session's sandbox goes away, so callers drop what they cached about it. */
+  onSandboxClosed: (sessionId: string) => void;
+  log: Log;
+};
+
+/** A failed image build keeps the end of its log with the error: that is what the user needs to fix it. */
+function describeFailure(err: unknown): string {
+  if (err instanceof OrchestratorError && err.log)
+    return `${err.message}\n${err.log.trim().split("\n").slice(-30).join("\n")}`.slice(-8000);
+  return (err as Error).message;
+}
+
+/**
+ * Turns a `provisioning` session into a running sandbox (branch, token, sandbox row, image, container, live
+ * daemon) and tears sandboxes down again. Session rows are the API's; this only moves them through `records`.
+ */
+export function createProvisioner(deps: ProvisionerDeps) {
+  const { records, driver, settings } = deps;
+  // Sessions this process is provisioning right now: the reconciler leaves them alone.
+  const inFlight = new Set<string>();
+
+  async function provisionSandbox(
+    project: Project,
+    session: SessionToProvision,
+    options: { cutBranch: boolean },
+  ): Promise<void> {
+    const deadline = Date.now() + settings.provisionTimeoutMs;
+    let sandboxId: string | undefined;
+    let containerId: string | undefined;
+    let tokenId: string | undefined;
+    try {
+      const gitDir = await deps.repos.gitDir(project);
+      const baseSha = (await deps.repos.tips(project))?.get(session.base_ref);
+      if (!baseSha) throw new Error(`base branch '${session.base_ref}' not found`);
+      if (options.cutBranch && !(await deps.repos.createBranch(project, session.branch, baseSha))) {
+        throw new Error(`could not create branch '${session.branch}'`);
+      }
+      const headSha = (await deps.repos.tips(project))?.get(session.branch) ?? baseSha;
+      const token = await deps.tokens.mint({
+        userId: session.created_by,
+        projectId: project.id,
+        sessionId: session.session_id,
+      });
+      tokenId = token.id;
+      const serviceKey = newSecret(SERVICE_KEY_PREFIX);
+      sandboxId = await records.insertSandbox({
+        sessionId: session.session_id,
+        projectId: project.id,
+        serviceKeyHash: hashSecret(serviceKey),
+        serviceKeySealed: deps.sealServiceKey(serviceKey),
+        tokenId: token.id,
+      });
+      const image = await resolveSessionImage(driver, {
+        gitDir,
+        commit: headSha,
+        platformImage: await deps.platformImage(),
+      });
+      await records.updateSandbox(sandboxId, { image });
+      const secrets = await deps.secrets.values(project.id);
+      const repoUrl =
+        project.repo_kind === "managed"
+          ? `${settings.sandboxApiOrigin}/git/${project.id}.git`
+          : hostUrlForSandbox(project.repo_url ?? "", settings.hostAlias);
+      const env = sandboxEnv({
+        project,
+        session,
+        repoUrl,
+        apiOrigin: settings.sandboxApiOrigin,
+        serviceKey,
+        cliToken: token.token,
+        secrets: secrets.values,
+        secretsRevision: secrets.revision,
+        llm: {
+          ...settings.llm,
+          baseUrl: settings.llm.baseUrl ? hostUrlForSandbox(settings.llm.baseUrl, settings.hostAlias) : undefined,
+        },
+      });
+      containerId = await driver.create({
+        name: `svc-${session.session_id.slice(0, 8)}-${sandboxId.slice(0, 8)}`,
+        image,
+        env,
+        owner: {
+          installationId: deps.installationId,
+          sandboxId,
+          sessionId: session.session_id,
+          projectId: project.id,
+        },
+        servicePort: SANDBOX_SERVICE_PORT,
+        limits: settings.limits,
+      });
+      await records.updateSandbox(sandboxId, { containerId });
+      const info = await driver.start(containerId);
+      if (!info.hostPort) throw new Error("the sandbox's daemon port was not published");
+      const url = `http://127.0.0.1:${info.hostPort}`;
+      await records.updateSandbox(sandboxId, { url });
+      await waitLive(url, deadline);
+      await records.updateSandbox(sandboxId, { status: "active" });
+      if (
+        !(await records.transition(session.session_id, ["provisioning"], "running", { sandboxUrl: url, error: null }))
+      ) {
+        // Stopped or removed while it booted: the sandbox must not outlive that decision.
+        await teardown(sandboxId, containerId, tokenId, "stopped");
+      }
+    } catch (err) {
+      const message = describeFailure(err);
+      deps.log("provisioning failed", { session: session.session_id, error: message });
+      if (sandboxId) await records.updateSandbox(sandboxId, { status: "error", error: message });
+      await teardown(sandboxId, containerId, tokenId, "error").catch(() => {});
+      await records.transition(session.session_id, ["provisioning"], "failed", { error: message });
+    }
+  }
+
+  async function teardown(
+    sandboxId: string | undefined,
+    containerId: string | null | undefined,
+    tokenId: string | null | undefined,
+    status: "stopped" | "error",
+  ): Promise<void> {
+    if (containerId) await driver.remove(containerId);
+    if (tokenId) await deps.tokens.revoke(tokenId);
+    if (sandboxId) await records.updateSandbox(sandboxId, { status });
+  }
+
+  return {
+    isProvisioning: (sessionId: string) => inFlight.has(sessionId),
+
+    /**
+     * Everything one sandbox needs, then the container; any failure leaves the session `failed` and no container.
+     * Runs in the background of a request: it never rejects (a closing database included); the reconciler fixes
+     * the rest.
+     */
+    async provision(project: Project, session: SessionToProvision, options: { cutBranch: boolean }): Promise<void> {
+      inFlight.add(session.session_id);
+      try {
+        await provisionSandbox(project, session, options);
+      } catch (err) {
+        deps.log("provisioning could not record its outcome", {
+          session: session.session_id,
+          error: (err as Error).message,
+        });
+      } finally {
+        inFlight.delete(session.session_id);
+      }
+    },
+
+    /** Tears down the session's current sandbox, if it has a live one. */
+    async stopSandboxOf(sessionId: string): Promise<void> {
+      deps.onSandboxClosed(sessionId);
+      const sandbox = await records.currentSandbox(sessionId);
+      if (sandbox && (sandbox.status === "active" || sandbox.status === "provisioning")) {
+        await teardown(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, "stopped");
+      }
+    },
+
+    /** Tears a sandbox down for the reconciler or the sweeper; a session still marked running becomes stopped. */
+    async closeSandbox(sandbox: SandboxRecord, status: "stopped" | "error", reason: string): Promise<void> {
+      deps.onSandboxClosed(sandbox.session_id);
+      await teardown(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, status);
+      if (status === "error") await records.updateSandbox(sandbox.sandbox_id, { error: reason });
+      await records.transition(sandbox.session_id, ["running"], "stopped", {
+        error: reason === "idle" ? undefined : reason,
+      });
+    },
+  };
+}
+
+export type Provisioner = ReturnType<typeof createProvisioner>;
