@@ -4,6 +4,7 @@ import { PreviewLink } from "../../protocol/preview.ts";
 import { Session, SessionList } from "../../protocol/session.ts";
 import { optionsOf, resolveContext, resolveProject } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
+import { parsePort } from "../flag-parsers.ts";
 import { info, printJson, printLine } from "../output.ts";
 import { printTable } from "../table.ts";
 import { chat } from "./chat.ts";
@@ -136,13 +137,11 @@ export function sessionsCommand(): Command {
       .command("preview")
       .description(`print a preview URL for a sandbox port (default ${DEFAULT_PREVIEW_PORT}), valid for an hour`)
       .argument("<id>")
-      .argument("[port]", "sandbox port", String(DEFAULT_PREVIEW_PORT)),
-  ).action(async (id: string, port: string, _o, cmd: Command) => {
-    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
-      throw usageError(`'${port}' is not a port`);
+      .argument("[port]", "sandbox port", parsePort, DEFAULT_PREVIEW_PORT),
+  ).action(async (id: string, port: number, _o, cmd: Command) => {
     const { opts, ctx, path } = setup(cmd);
     const link = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/previews`), PreviewLink, {
-      body: { port: Number(port) },
+      body: { port },
     });
     if (opts.json) return printJson(link);
     printLine(link.url);

@@ -1,6 +1,6 @@
 import { usageError } from "../../errors.ts";
 import { printJson, printLine } from "../../output.ts";
-import { ensureState, selfHostPaths, writeState } from "../../self-host/state.ts";
+import { ensureState, selfHostPaths, writeState } from "./state.ts";
 
 const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|DATABASE_URL/i;
