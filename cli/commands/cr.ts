@@ -16,14 +16,14 @@ import { printTable, useColor } from "../table.ts";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** `<cr>` is `3`, `#3` or the cr_id. */
-export function parseCrRef(ref: string): string {
+function parseCrRef(ref: string): string {
   const number = /^#?(\d{1,9})$/.exec(ref);
   if (number && Number(number[1]) > 0) return number[1]!;
   if (UUID.test(ref)) return ref.toLowerCase();
   throw usageError(`'${ref}' is not a change request: use its number (3 or #3) or its id`);
 }
 
-export function describePreview(p: MergePreview): string {
+function describePreview(p: MergePreview): string {
   if (p.merge_base === null) return "cannot merge: unrelated histories";
   if (p.is_up_to_date) return "up to date: nothing to merge";
   if (!p.can_merge) return `conflicts:\n${p.conflicts.map((c) => `  ${c}`).join("\n")}`;
