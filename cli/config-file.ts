@@ -1,8 +1,27 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
-import { CliConfig } from "../protocol/host.ts";
+import { z } from "zod";
 import { CliError } from "./errors.ts";
+
+export const HostName = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[a-z0-9][a-z0-9._-]*$/, "lowercase letters, digits, '.', '_' and '-' only");
+
+/** A host as stored in the CLI config: the API origin (without `/v1`) and, once logged in, a token. */
+const HostEntry = z.object({
+  url: z.url(),
+  token: z.string().optional(),
+});
+
+/** The CLI config file: which host is active, and every host the user added or logged in to. */
+export const CliConfig = z.object({
+  active_host: HostName.default("selfhost"),
+  hosts: z.record(HostName, HostEntry).default({}),
+});
+export type CliConfig = z.infer<typeof CliConfig>;
 
 export function configPath(env: NodeJS.ProcessEnv = process.env): string {
   if (env.SVC_CONFIG_FILE) return env.SVC_CONFIG_FILE;

@@ -1,4 +1,5 @@
-import type { CliConfig, Host } from "../protocol/host.ts";
+import { z } from "zod";
+import { type CliConfig, HostName } from "./config-file.ts";
 
 /** Hosts every installation knows; users add their own next to them. */
 export const BUILTIN_HOSTS: Record<string, string> = {
@@ -16,6 +17,16 @@ export function normalizeHostUrl(url: string): string {
 export function apiBase(hostUrl: string): string {
   return `${normalizeHostUrl(hostUrl)}/v1`;
 }
+
+/** A host as the CLI shows it (`svc hosts ls --json`): never carries the token. */
+const Host = z.object({
+  name: HostName,
+  url: z.string(),
+  active: z.boolean(),
+  builtin: z.boolean(),
+  logged_in: z.boolean(),
+});
+export type Host = z.infer<typeof Host>;
 
 export function listHosts(config: CliConfig): Host[] {
   const names = new Set([...Object.keys(BUILTIN_HOSTS), ...Object.keys(config.hosts)]);

@@ -1,10 +1,19 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { LinkFile } from "../protocol/link.ts";
+import { z } from "zod";
 import { CliError } from "./errors.ts";
 import { SVC_GITIGNORE } from "./scaffold/templates.ts";
 
 const LINK_PATH = join(".svc", "link.json");
+
+/** `.svc/link.json`: binds a working directory to a project. */
+export const LinkFile = z.object({
+  project_id: z.uuid(),
+  account_id: z.uuid(),
+  host: z.string(),
+  host_url: z.string(),
+});
+export type LinkFile = z.infer<typeof LinkFile>;
 
 /** `.svc/link.json` in `from` or the nearest ancestor that has one. */
 export function findLink(from = process.cwd()): { path: string; link: LinkFile } | undefined {

@@ -28,4 +28,5 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// The one place the exit code is set: commands report failure by throwing, never through process.exitCode.
 process.exitCode = await main(process.argv);

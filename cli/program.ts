@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { VERSION } from "../protocol/version.ts";
 import { authCommands } from "./commands/auth.ts";
 import { crCommand } from "./commands/cr.ts";
@@ -6,59 +6,11 @@ import { hostsCommand } from "./commands/hosts.ts";
 import { createProjectDirectory, initCommand } from "./commands/init.ts";
 import { projectsCommand } from "./commands/projects.ts";
 import { secretsCommands } from "./commands/secrets.ts";
-import { envList, envSet } from "./commands/self-host/env.ts";
-import { selfHostLogs } from "./commands/self-host/logs.ts";
-import { startSelfHost } from "./commands/self-host/start.ts";
-import { stopSelfHost } from "./commands/self-host/stop.ts";
+import { selfHostCommand } from "./commands/self-host/index.ts";
 import { sessionsCommand } from "./commands/sessions.ts";
 import { shipCommand } from "./commands/ship.ts";
 import { usageError } from "./errors.ts";
 import { printLine } from "./output.ts";
-
-export function parsePort(value: string): number {
-  const port = Number(value);
-  if (!/^\d+$/.test(value) || port < 1 || port > 65535)
-    throw new InvalidArgumentError("must be a port number (1-65535)");
-  return port;
-}
-
-export function parsePositiveInt(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || n < 1) throw new InvalidArgumentError("must be a positive integer");
-  return n;
-}
-
-function selfHostCommand(): Command {
-  const selfHost = new Command("self-host").description("run the whole platform on this machine");
-  selfHost
-    .command("start")
-    .description("start the local stack in the background and log in to it as host 'selfhost'")
-    .option("--port <port>", "port the API listens on (default 7700, remembered)", parsePort)
-    .action((opts: { port?: number }) => startSelfHost(opts));
-  selfHost
-    .command("stop")
-    .description("stop the local stack")
-    .action(() => stopSelfHost());
-  selfHost
-    .command("logs")
-    .description("print the stack's logs")
-    .argument("[service]", "service to show (api)")
-    .option("-f, --follow", "keep printing new lines")
-    .option("-n, --lines <n>", "lines to show", parsePositiveInt, 200)
-    .action((service: string | undefined, opts: { follow?: boolean; lines: number }) => selfHostLogs(service, opts));
-  const env = selfHost.command("env").description("persistent settings of the stack, applied at the next start");
-  env
-    .command("ls")
-    .description("show the values, secrets masked")
-    .option("--json", "output JSON")
-    .action((opts: { json?: boolean }) => envList(opts));
-  env
-    .command("set")
-    .description("set KEY=VALUE pairs (an empty value removes the key)")
-    .argument("<pairs...>", "KEY=VALUE")
-    .action((pairs: string[]) => envSet(pairs));
-  return selfHost;
-}
 
 /** SPEC commands this build does not have yet: never mistaken for a new project's name. */
 const NOT_YET = ["triggers", "update", "uninstall", "channels"];
@@ -99,11 +51,7 @@ export function buildProgram(): Command {
   for (const cmd of secretsCommands()) program.addCommand(cmd);
   program.addCommand(shipCommand());
   program.addCommand(selfHostCommand());
-  program
-    .command("init")
-    .description("scaffold svc.toml, .svc/Dockerfile and the agent config in this directory")
-    .option("--force", "overwrite existing files")
-    .action((opts: { force?: boolean }) => initCommand(opts));
+  program.addCommand(initCommand());
 
   // `svc <project-name>`: scaffold a new directory. A near-miss of a command is a typo, not a project.
   program

@@ -18,7 +18,10 @@ async function newestRunning(ctx: Context, path: (suffix?: string) => string): P
   return running.session_id;
 }
 
-/** Prints one event for a person: the agent's words on stdout, its tool use on stderr. */
+/**
+ * Prints one event for a person: the agent's words on stdout, its tool use on stderr. A run's error is its outcome,
+ * not a line of it: the caller reports it (the REPL carries on, a single --prompt fails with it).
+ */
 function createPrinter(json: boolean) {
   let midLine = false;
   return (event: AgentEvent) => {
@@ -36,7 +39,6 @@ function createPrinter(json: boolean) {
     if (event.type === "tool" && event.status !== "running") {
       info(`  ${event.status === "completed" ? "✓" : "✗"} ${event.tool}${event.title ? `: ${event.title}` : ""}`);
     }
-    if (event.type === "error") info(`error: ${event.message}`);
   };
 }
 
@@ -69,8 +71,8 @@ export async function chat(ctx: Context, path: (suffix?: string) => string, id: 
   }
 
   let fresh = Boolean(o.new);
-  /** Sends one message and prints its run; true when the run ended without an error. */
-  async function exchange(text: string): Promise<boolean> {
+  /** Sends one message and prints its run; the run's error message when it failed. */
+  async function exchange(text: string): Promise<string | undefined> {
     const { conversation } = await ctx.client.request("POST", `${session}/messages`, SessionMessageAccepted, {
       body: { text, ...(fresh ? { new: true } : {}) },
     });
@@ -83,14 +85,16 @@ export async function chat(ctx: Context, path: (suffix?: string) => string, id: 
       if (event.type === "busy") started = true;
       if (!started) continue;
       print(event);
-      if (event.type === "idle") return true;
-      if (event.type === "error") return false;
+      if (event.type === "idle") return undefined;
+      if (event.type === "error") return event.message;
     }
   }
 
   try {
     if (o.prompt !== undefined) {
-      if (!(await exchange(o.prompt))) process.exitCode = 1;
+      // Thrown, not a side channel: the CLI's entry turns it into `error: <message>` and exit 1.
+      const failure = await exchange(o.prompt);
+      if (failure !== undefined) throw new CliError(failure);
       return;
     }
     await repl(ctx, session, exchange);
@@ -99,7 +103,11 @@ export async function chat(ctx: Context, path: (suffix?: string) => string, id: 
   }
 }
 
-async function repl(ctx: Context, session: string, exchange: (text: string) => Promise<boolean>): Promise<void> {
+async function repl(
+  ctx: Context,
+  session: string,
+  exchange: (text: string) => Promise<string | undefined>,
+): Promise<void> {
   const lines = createInterface({ input: process.stdin, terminal: process.stdin.isTTY });
   const ask = () => process.stdin.isTTY && process.stderr.write("you> ");
   let running = false;
@@ -116,8 +124,9 @@ async function repl(ctx: Context, session: string, exchange: (text: string) => P
     const text = line.trim();
     if (text) {
       running = true;
-      await exchange(text);
+      const failure = await exchange(text);
       running = false;
+      if (failure !== undefined) info(`error: ${failure}`);
     }
     ask();
   }

@@ -7,31 +7,23 @@ import {
   MergePreview,
 } from "../../protocol/change-request.ts";
 import { CliEnv } from "../../protocol/env.ts";
-import { type Context, optionsOf, resolveContext, resolveProject } from "../context.ts";
+import { type Context, optionsOf } from "../context.ts";
 import { usageError } from "../errors.ts";
 import { info, printJson, printLine } from "../output.ts";
+import { projectCommand } from "../project-command.ts";
 import { printTable, useColor } from "../table.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** `<cr>` is `3`, `#3` or the cr_id. */
-export function parseCrRef(ref: string): string {
+function parseCrRef(ref: string): string {
   const number = /^#?(\d{1,9})$/.exec(ref);
   if (number && Number(number[1]) > 0) return number[1]!;
   if (UUID.test(ref)) return ref.toLowerCase();
   throw usageError(`'${ref}' is not a change request: use its number (3 or #3) or its id`);
 }
 
-type Opts = { project?: string; json?: boolean };
-
-function setup(cmd: Command) {
-  const opts = optionsOf<Opts>(cmd);
-  const ctx = resolveContext(opts);
-  const project = encodeURIComponent(resolveProject(opts));
-  return { opts, ctx, path: (suffix = "") => `/projects/${project}/change-requests${suffix}` };
-}
-
-export function describePreview(p: MergePreview): string {
+function describePreview(p: MergePreview): string {
   if (p.merge_base === null) return "cannot merge: unrelated histories";
   if (p.is_up_to_date) return "up to date: nothing to merge";
   if (!p.can_merge) return `conflicts:\n${p.conflicts.map((c) => `  ${c}`).join("\n")}`;
@@ -86,8 +78,8 @@ export function crCommand(): Command {
     .addOption(projectOption())
     .option("--json", "output JSON")
     .action(async (_o, cmd: Command) => {
-      const { opts, ctx, path } = setup(cmd);
-      const status = (opts as Opts & { status: string }).status;
+      const { opts, ctx, path } = projectCommand<{ status: string }>(cmd, "change-requests");
+      const { status } = opts;
       const { change_requests } = await ctx.client.request("GET", path(), ChangeRequestList, { query: { status } });
       if (opts.json) return printJson(change_requests);
       if (change_requests.length === 0) return info(`no ${status === "all" ? "" : `${status} `}change requests`);
@@ -105,7 +97,7 @@ export function crCommand(): Command {
     .option("--json", "output JSON")
     .action(async (ref: string, _o, cmd: Command) => {
       const id = parseCrRef(ref);
-      const { opts, ctx, path } = setup(cmd);
+      const { opts, ctx, path } = projectCommand(cmd, "change-requests");
       const change = await get(ctx, path(`/${id}`));
       const preview =
         change.status === "open"
@@ -123,10 +115,10 @@ export function crCommand(): Command {
     .option("--json", "output JSON (patch and files)")
     .action(async (ref: string, _o, cmd: Command) => {
       const id = parseCrRef(ref);
-      const { opts, ctx, path } = setup(cmd);
+      const { opts, ctx, path } = projectCommand<{ color?: boolean }>(cmd, "change-requests");
       const diff = await ctx.client.request("GET", path(`/${id}/diff`), Diff);
       if (opts.json) return printJson(diff);
-      const color = useColor((opts as Opts & { color?: boolean }).color);
+      const color = useColor(opts.color);
       process.stdout.write(color ? colorPatch(diff.patch) : diff.patch);
     });
 
@@ -144,11 +136,11 @@ export function crCommand(): Command {
     .addOption(projectOption())
     .option("--json", "output JSON")
     .action(async (_o, cmd: Command) => {
-      const o = optionsOf<Opts & Record<string, string | undefined>>(cmd);
+      const o = optionsOf<Record<string, string | undefined>>(cmd);
       const head = o.head ?? o.from ?? process.env[CliEnv.branchName] ?? process.env[CliEnv.headRef];
       if (!head) throw usageError("--head is required outside a session");
       if (!o.title?.trim()) throw usageError("--title must not be empty");
-      const { opts, ctx, path } = setup(cmd);
+      const { opts, ctx, path } = projectCommand(cmd, "change-requests");
       const body = {
         title: o.title,
         description: o.description ?? o.body,
@@ -170,10 +162,9 @@ export function crCommand(): Command {
     .option("--json", "output JSON")
     .action(async (ref: string, _o, cmd: Command) => {
       const id = parseCrRef(ref);
-      const { opts, ctx, path } = setup(cmd);
-      const message = (opts as Opts & { message?: string }).message;
+      const { opts, ctx, path } = projectCommand<{ message?: string }>(cmd, "change-requests");
       const merged = await ctx.client.request("POST", path(`/${id}/merge`), ChangeRequest, {
-        body: message ? { message } : {},
+        body: opts.message ? { message: opts.message } : {},
       });
       if (opts.json) return printJson(merged);
       const how = merged.merge_commit_sha === merged.head_commit_sha ? "fast-forward" : "merge commit";
@@ -192,7 +183,7 @@ export function crCommand(): Command {
       .option("--json", "output JSON")
       .action(async (ref: string, _o, cmd: Command) => {
         const id = parseCrRef(ref);
-        const { opts, ctx, path } = setup(cmd);
+        const { opts, ctx, path } = projectCommand(cmd, "change-requests");
         const result = await ctx.client.request("POST", path(`/${id}/${verb}`), ChangeRequest);
         if (opts.json) return printJson(result);
         info(`✓ ${done} CR #${result.number}`);

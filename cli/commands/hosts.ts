@@ -1,6 +1,5 @@
 import { Command } from "commander";
-import { HostName } from "../../protocol/host.ts";
-import { readConfig, updateConfig } from "../config-file.ts";
+import { HostName, readConfig, updateConfig } from "../config-file.ts";
 import { CliError, usageError } from "../errors.ts";
 import { BUILTIN_HOSTS, listHosts, normalizeHostUrl } from "../hosts.ts";
 import { info, printJson, printLine } from "../output.ts";

@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
+import { Command } from "commander";
 import { CliError } from "../errors.ts";
 import { info } from "../output.ts";
 import { AGENT_CONFIG, CR_SKILL, DEFAULT_AGENT, DOCKERFILE, manifest, SVC_GITIGNORE } from "../scaffold/templates.ts";
@@ -40,12 +41,19 @@ export function scaffold(dir: string, options: InitOptions): string[] {
   return written;
 }
 
-export function initCommand(options: InitOptions): void {
-  const written = scaffold(process.cwd(), options);
-  for (const path of written) info(`  wrote ${path}`);
-  info(
-    written.length ? "✓ svc project scaffolded; commit it, then 'svc ship'" : "nothing to write: already scaffolded",
-  );
+export function initCommand(): Command {
+  return new Command("init")
+    .description("scaffold svc.toml, .svc/Dockerfile and the agent config in this directory")
+    .option("--force", "overwrite existing files")
+    .action((options: InitOptions) => {
+      const written = scaffold(process.cwd(), options);
+      for (const path of written) info(`  wrote ${path}`);
+      info(
+        written.length
+          ? "✓ svc project scaffolded; commit it, then 'svc ship'"
+          : "nothing to write: already scaffolded",
+      );
+    });
 }
 
 /** `svc <project-name>`: the same scaffold in a new directory next to the current one. */

@@ -2,21 +2,14 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { Command } from "commander";
 import { z } from "zod";
 import { SecretList } from "../../protocol/secret.ts";
-import { optionsOf, resolveContext, resolveProject } from "../context.ts";
 import { parseDotenv } from "../dotenv.ts";
 import { CliError, usageError } from "../errors.ts";
 import { info, printJson } from "../output.ts";
+import { projectCommand } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
-type Opts = { json?: boolean; project?: string };
 const SetResult = z.object({ names: z.array(z.string()), revision: z.number() });
 const UnsetResult = z.object({ removed: z.array(z.string()), revision: z.number() });
-
-function setup(cmd: Command) {
-  const opts = optionsOf<Opts>(cmd);
-  const ctx = resolveContext(opts);
-  return { opts, ctx, path: `/projects/${encodeURIComponent(resolveProject(opts))}/secrets` };
-}
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -48,8 +41,8 @@ export function secretsCommands(): Command[] {
   withProject(
     secrets.command("ls").description("secret names and the manifest's [env] spec").option("--json", "output JSON"),
   ).action(async (_o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
-    const list = await ctx.client.request("GET", path, SecretList);
+    const { opts, ctx, path } = projectCommand(cmd, "secrets");
+    const list = await ctx.client.request("GET", path(), SecretList);
     const spec = await manifestEnv();
     const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(spec)]);
     const rows = [...names].sort().map((name) => {
@@ -90,15 +83,15 @@ export function secretsCommands(): Command[] {
       }
       values[name] = value;
     }
-    const { ctx, path } = setup(cmd);
-    const result = await ctx.client.request("PUT", path, SetResult, { body: { secrets: values } });
+    const { ctx, path } = projectCommand(cmd, "secrets");
+    const result = await ctx.client.request("PUT", path(), SetResult, { body: { secrets: values } });
     info(`✓ set ${result.names.join(", ")} (revision ${result.revision})`);
   });
 
   withProject(secrets.command("unset").description("remove secrets").argument("<names...>")).action(
     async (names: string[], _o, cmd: Command) => {
-      const { ctx, path } = setup(cmd);
-      const result = await ctx.client.request("DELETE", path, UnsetResult, { body: { names } });
+      const { ctx, path } = projectCommand(cmd, "secrets");
+      const result = await ctx.client.request("DELETE", path(), UnsetResult, { body: { names } });
       info(result.removed.length ? `✓ removed ${result.removed.join(", ")}` : "nothing to remove");
     },
   );
@@ -111,10 +104,9 @@ export function secretsCommands(): Command[] {
       .option("--out <path>", "file to write", ".env")
       .option("--force", "overwrite an existing file"),
   ).action(async (_o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
-    const o = opts as Opts & { out: string; force?: boolean };
+    const { opts: o, ctx, path } = projectCommand<{ out: string; force?: boolean }>(cmd, "secrets");
     if (existsSync(o.out) && !o.force) throw new CliError(`${o.out} exists; pass --force to overwrite it`);
-    const list = await ctx.client.request("GET", path, SecretList);
+    const list = await ctx.client.request("GET", path(), SecretList);
     const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(await manifestEnv())]);
     writeFileSync(
       o.out,
@@ -132,12 +124,12 @@ export function secretsCommands(): Command[] {
       .description("upload every NAME=VALUE of a dotenv file as a secret")
       .requiredOption("--from <path>", "dotenv file"),
   ).action(async (_o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
-    const from = (opts as Opts & { from: string }).from;
+    const { opts, ctx, path } = projectCommand<{ from: string }>(cmd, "secrets");
+    const { from } = opts;
     if (!existsSync(from)) throw new CliError(`${from} not found`);
     const values = parseDotenv(readFileSync(from, "utf8"));
     if (Object.keys(values).length === 0) throw new CliError(`${from} has no NAME=VALUE lines`);
-    const result = await ctx.client.request("PUT", path, SetResult, { body: { secrets: values } });
+    const result = await ctx.client.request("PUT", path(), SetResult, { body: { secrets: values } });
     info(`✓ pushed ${result.names.length} secrets (revision ${result.revision})`);
   });
   return [secrets, env];

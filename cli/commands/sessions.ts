@@ -4,20 +4,16 @@ import { PreviewLink } from "../../protocol/preview.ts";
 import { Session, SessionList } from "../../protocol/session.ts";
 import { optionsOf, resolveContext, resolveProject } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
+import { parsePort } from "../flag-parsers.ts";
 import { info, printJson, printLine } from "../output.ts";
+import { projectCommand } from "../project-command.ts";
 import { printTable } from "../table.ts";
 import { chat } from "./chat.ts";
 import { dashboardUrl } from "./projects.ts";
 
-type Opts = { json?: boolean; project?: string };
 const WAIT_TIMEOUT_MS = 180_000;
 
-function setup(cmd: Command) {
-  const opts = optionsOf<Opts>(cmd);
-  const ctx = resolveContext(opts);
-  const project = encodeURIComponent(resolveProject(opts));
-  return { opts, ctx, project, path: (suffix = "") => `/projects/${project}/sessions${suffix}` };
-}
+type NewOptions = { prompt?: string; agent?: string; model?: string; base?: string; wait: boolean };
 
 function printSession(s: Session): void {
   printLine(
@@ -38,7 +34,7 @@ export function sessionsCommand(): Command {
   const withProject = (c: Command) => c.option("--project <id>", "project id or slug").option("--json", "output JSON");
 
   withProject(sessions.command("ls").description("all sessions of the project")).action(async (_o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
+    const { opts, ctx, path } = projectCommand(cmd, "sessions");
     const { sessions: list } = await ctx.client.request("GET", path(), SessionList);
     if (opts.json) return printJson(list);
     if (list.length === 0) return info("no sessions yet: 'svc sessions new'");
@@ -51,7 +47,7 @@ export function sessionsCommand(): Command {
   withProject(
     sessions.command("info").description("status, branch, base ref, agent, sandbox URL, errors").argument("<id>"),
   ).action(async (id: string, _o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
+    const { opts, ctx, path } = projectCommand(cmd, "sessions");
     const s = await ctx.client.request("GET", path(`/${encodeURIComponent(id)}`), Session);
     if (opts.json) return printJson(s);
     printSession(s);
@@ -67,8 +63,7 @@ export function sessionsCommand(): Command {
       .option("--base <ref>", "branch to start from (default: the project's default branch)")
       .option("--no-wait", "return at once instead of waiting until the sandbox is running"),
   ).action(async (_o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
-    const o = opts as Opts & { prompt?: string; agent?: string; model?: string; base?: string; wait: boolean };
+    const { opts: o, ctx, path } = projectCommand<NewOptions>(cmd, "sessions");
     if (o.prompt !== undefined && !o.prompt.trim()) throw usageError("--prompt must not be empty");
     let s = await ctx.client.request("POST", path(), Session, {
       body: { prompt: o.prompt, agent: o.agent, model: o.model, base_ref: o.base },
@@ -91,7 +86,7 @@ export function sessionsCommand(): Command {
   ] as const) {
     withProject(sessions.command(verb).description(describe).argument("<id>")).action(
       async (id: string, _o, cmd: Command) => {
-        const { opts, ctx, path } = setup(cmd);
+        const { opts, ctx, path } = projectCommand(cmd, "sessions");
         const s = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/${verb}`), Session);
         if (opts.json) return printJson(s);
         info(`✓ session ${s.session_id} ${done}`);
@@ -102,7 +97,7 @@ export function sessionsCommand(): Command {
   withProject(
     sessions.command("rm").description("stop and delete (the branch and its CRs stay)").argument("<id>"),
   ).action(async (id: string, _o, cmd: Command) => {
-    const { ctx, path } = setup(cmd);
+    const { ctx, path } = projectCommand(cmd, "sessions");
     await ctx.client.request("DELETE", path(`/${encodeURIComponent(id)}`), Session.optional());
     info(`✓ session ${id} removed`);
   });
@@ -113,7 +108,7 @@ export function sessionsCommand(): Command {
     .argument("<id>")
     .option("--project <id>", "project id or slug")
     .action((id: string, _o, cmd: Command) => {
-      const opts = optionsOf<Opts>(cmd);
+      const opts = optionsOf(cmd);
       const ctx = resolveContext(opts, process.env, { quiet: true });
       printLine(`${dashboardUrl(ctx.hostUrl)}/projects/${resolveProject(opts)}/sessions/${id}`);
     });
@@ -127,8 +122,8 @@ export function sessionsCommand(): Command {
       .option("--prompt <text>", "send one message, print the reply as it streams, exit")
       .option("--new", "start a new conversation with the agent instead of continuing"),
   ).action(async (id: string | undefined, _o, cmd: Command) => {
-    const { opts, ctx, path } = setup(cmd);
-    await chat(ctx, path, id, opts as Opts & { prompt?: string; new?: boolean });
+    const { opts, ctx, path } = projectCommand<{ prompt?: string; new?: boolean }>(cmd, "sessions");
+    await chat(ctx, path, id, opts);
   });
 
   withProject(
@@ -136,13 +131,11 @@ export function sessionsCommand(): Command {
       .command("preview")
       .description(`print a preview URL for a sandbox port (default ${DEFAULT_PREVIEW_PORT}), valid for an hour`)
       .argument("<id>")
-      .argument("[port]", "sandbox port", String(DEFAULT_PREVIEW_PORT)),
-  ).action(async (id: string, port: string, _o, cmd: Command) => {
-    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
-      throw usageError(`'${port}' is not a port`);
-    const { opts, ctx, path } = setup(cmd);
+      .argument("[port]", "sandbox port", parsePort, DEFAULT_PREVIEW_PORT),
+  ).action(async (id: string, port: number, _o, cmd: Command) => {
+    const { opts, ctx, path } = projectCommand(cmd, "sessions");
     const link = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/previews`), PreviewLink, {
-      body: { port: Number(port) },
+      body: { port },
     });
     if (opts.json) return printJson(link);
     printLine(link.url);

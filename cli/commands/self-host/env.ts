@@ -1,11 +1,11 @@
 import { usageError } from "../../errors.ts";
 import { printJson, printLine } from "../../output.ts";
-import { ensureState, selfHostPaths, writeState } from "../../self-host/state.ts";
+import { ensureState, selfHostPaths, writeState } from "./state.ts";
 
 const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|DATABASE_URL/i;
 
-export function maskValue(key: string, value: string): string {
+function maskValue(key: string, value: string): string {
   if (!SECRET_NAME.test(key) || value === "") return value;
   return value.length <= 8 ? "********" : `${value.slice(0, 3)}…${"*".repeat(5)}`;
 }

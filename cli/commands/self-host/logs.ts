@@ -2,8 +2,8 @@ import { watch } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { CliError } from "../../errors.ts";
 import { printLine } from "../../output.ts";
-import { tailFile } from "../../self-host/process.ts";
-import { selfHostPaths } from "../../self-host/state.ts";
+import { tailFile } from "./process.ts";
+import { selfHostPaths } from "./state.ts";
 
 /** The embedded stack runs one service; the compose stack will add more. */
 const SERVICES = ["api"] as const;

@@ -3,9 +3,9 @@ import { hashSecret } from "../../../protocol/credential.ts";
 import { updateConfig } from "../../config-file.ts";
 import { CliError } from "../../errors.ts";
 import { info, printLine } from "../../output.ts";
-import { probeHealth, sleep } from "../../self-host/health.ts";
-import { clearPid, isAlive, readPid, spawnApi, tailFile } from "../../self-host/process.ts";
-import { ensureState, type SelfHostPaths, selfHostPaths, writeState } from "../../self-host/state.ts";
+import { probeHealth, sleep } from "./health.ts";
+import { clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
+import { ensureState, type SelfHostPaths, selfHostPaths, writeState } from "./state.ts";
 
 const START_TIMEOUT_MS = 90_000;
 

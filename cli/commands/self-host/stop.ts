@@ -1,7 +1,7 @@
 import { info } from "../../output.ts";
-import { sleep } from "../../self-host/health.ts";
-import { clearPid, isAlive, readPid } from "../../self-host/process.ts";
-import { selfHostPaths } from "../../self-host/state.ts";
+import { sleep } from "./health.ts";
+import { clearPid, isAlive, readPid } from "./process.ts";
+import { selfHostPaths } from "./state.ts";
 
 const GRACE_MS = 15_000;
 

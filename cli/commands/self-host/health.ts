@@ -1,4 +1,4 @@
-import { ApiHealth } from "../../protocol/health.ts";
+import { ApiHealth } from "../../../protocol/health.ts";
 
 /** One health probe with a short timeout: true when the API answers healthy. */
 export async function probeHealth(origin: string, timeoutMs = 1000): Promise<boolean> {

@@ -3,8 +3,8 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "n
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
-import { TOKEN_PREFIX } from "../../protocol/token.ts";
-import { CliError } from "../errors.ts";
+import { TOKEN_PREFIX } from "../../../protocol/token.ts";
+import { CliError } from "../../errors.ts";
 
 export const DEFAULT_PORT = 7700;
 

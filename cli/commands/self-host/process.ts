@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { packageRoot } from "../../protocol/package-root.ts";
+import { packageRoot } from "../../../protocol/package-root.ts";
 import type { SelfHostPaths } from "./state.ts";
 
 /** The API entry point: the bundle when built, the source through tsx otherwise. */
