@@ -1,9 +1,10 @@
 import { get, type ServerResponse } from "node:http";
 import type { AgentEvent } from "../protocol/daemon.ts";
 import { createSseReader, SSE_HEADERS, SSE_PING, sseEvent } from "../protocol/sse.ts";
+import { daemonError, sendError } from "./errors.ts";
 
 /** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
-type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
+export type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
 type Part = {
   id: string;
   messageID: string;
@@ -111,8 +112,8 @@ export function relayAgentEvents(res: ServerResponse, agentPort: number, directo
     (runtime) => {
       if (runtime.statusCode !== 200) {
         runtime.resume();
-        res.writeHead(502, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: `the agent runtime answered ${runtime.statusCode} to its event stream` }));
+        const message = `the agent runtime answered ${runtime.statusCode} to its event stream`;
+        sendError(res, daemonError("UPSTREAM_UNAVAILABLE", message));
         return;
       }
       res.writeHead(200, SSE_HEADERS);
@@ -133,10 +134,9 @@ export function relayAgentEvents(res: ServerResponse, agentPort: number, directo
     },
   );
   upstream.on("error", (err) => {
-    if (!res.headersSent) {
-      res.writeHead(503, { "content-type": "application/json" });
-      res.end(JSON.stringify({ error: `the agent runtime is not reachable: ${err.message}` }));
-    } else res.end();
+    if (!res.headersSent)
+      sendError(res, daemonError("AGENT_RUNTIME_UNAVAILABLE", `the agent runtime is not reachable: ${err.message}`));
+    else res.end();
   });
   res.on("close", () => {
     clearInterval(ping);

@@ -2,6 +2,7 @@ import type { DaemonHealth, EnvBody, PromptBody } from "../protocol/daemon.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
 import { loadDaemonConfig } from "./config.ts";
+import { daemonError } from "./errors.ts";
 import { gitCredentialHelper } from "./git-credential.ts";
 import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
@@ -12,7 +13,6 @@ const VERSION = "0.1.0";
 const CLONE_ATTEMPTS = 5;
 
 const log = (msg: string) => process.stderr.write(`svc-agent: ${msg}\n`);
-const httpError = (status: number, message: string) => Object.assign(new Error(message), { status });
 
 /** This program again, as a shell command git can run as its credential helper. */
 function selfCommand(): string {
@@ -53,7 +53,8 @@ async function daemon(): Promise<void> {
   }
 
   const requireRuntime = () => {
-    if (runtime.status().state !== "running") throw httpError(503, "the agent runtime is not running");
+    if (runtime.status().state !== "running")
+      throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
   };
 
   const server = createDaemonServer({
@@ -87,7 +88,7 @@ async function daemon(): Promise<void> {
         try {
           await pullWorkspace(config);
         } catch (err) {
-          throw httpError(409, `could not fast-forward the workspace: ${(err as Error).message}`);
+          throw daemonError("CONFLICT", `could not fast-forward the workspace: ${(err as Error).message}`);
         }
         await runtime.restart();
         return { commit: await headCommit(config.workspace), restarted: true };

@@ -1,5 +1,7 @@
 import { connect, type Socket } from "node:net";
 import type { ContextCheck } from "./auth.ts";
+import { type DaemonError, daemonError, rawErrorResponse } from "./errors.ts";
+import type { ProxyTarget } from "./proxy-target.ts";
 
 /** Node's own limit on a request head; a longer one goes to the full HTTP server, which answers 431. */
 const MAX_HEAD = 16 * 1024;
@@ -10,11 +12,10 @@ const REQUEST_LINE = /^([A-Z]{1,20}) (\/proxy\/[\x21-\x7e]*) HTTP\/1\.1$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 export type TunnelDeps = {
-  servicePort: number;
   contextHeader: string;
   checkContext(header: string | undefined): ContextCheck;
-  /** `/proxy/{port}/rest` -> port and path, as the full server parses it. */
-  target(url: string): { port: number; path: string } | { error: string } | undefined;
+  /** `/proxy/{port}/rest` -> port and path, as the full server parses it (the daemon's own port refused). */
+  target(url: string): ProxyTarget | { error: DaemonError } | undefined;
   touch(): void;
   /** The full HTTP server's connection handler: everything the fast path does not take. */
   fallback(socket: Socket): void;
@@ -41,7 +42,7 @@ function fastRequest(head: string, remote: string, deps: TunnelDeps): FastReques
   const line = REQUEST_LINE.exec(lines[0]!);
   if (!line) return undefined;
   const target = deps.target(line[2]!);
-  if (!target || "error" in target || target.port === deps.servicePort) return undefined;
+  if (!target || "error" in target) return undefined;
   let context: string | undefined;
   let bodyLength = 0;
   let sawLength = false;
@@ -112,12 +113,9 @@ export function handleConnection(socket: Socket, deps: TunnelDeps): void {
     });
     up.on("error", (err) => {
       if (up !== upstream) return;
-      if (!upstreamAnswered && !socket.destroyed) {
-        const body = JSON.stringify({ error: upstreamError(port, err) });
-        socket.end(
-          `HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-        );
-      } else socket.destroy();
+      if (!upstreamAnswered && !socket.destroyed)
+        socket.end(rawErrorResponse(daemonError("UPSTREAM_UNAVAILABLE", upstreamError(port, err))));
+      else socket.destroy();
       upstream = undefined;
     });
     up.on("end", () => {

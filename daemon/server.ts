@@ -18,6 +18,8 @@ import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
+import { type DaemonError, daemonError, rawErrorResponse, sendError, toDaemonError } from "./errors.ts";
+import { proxyTarget } from "./proxy-target.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
 
 export type ControlHandlers = {
@@ -42,9 +44,10 @@ export type ServerDeps = {
 
 const MAX_CONTROL_BODY = 1 << 20;
 
-function send(res: ServerResponse, status: number, body: unknown): void {
+/** A successful JSON answer; errors go through errors.ts's sendError. */
+function sendOk(res: ServerResponse, body: unknown): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
   res.end(text);
 }
 
@@ -53,7 +56,7 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_CONTROL_BODY) throw Object.assign(new Error("request body too large"), { status: 413 });
+    if (size > MAX_CONTROL_BODY) throw daemonError("PAYLOAD_TOO_LARGE", "request body too large");
     chunks.push(chunk as Buffer);
   }
   const text = Buffer.concat(chunks).toString("utf8").trim();
@@ -61,7 +64,7 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   try {
     return JSON.parse(text);
   } catch {
-    throw Object.assign(new Error("request body is not valid JSON"), { status: 400 });
+    throw daemonError("BAD_REQUEST", "request body is not valid JSON");
   }
 }
 
@@ -69,18 +72,12 @@ function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
-  throw Object.assign(new Error(`${issue.path.join(".") || "body"}: ${issue.message}`), { status: 400 });
+  const field = issue.path.join(".");
+  throw daemonError("VALIDATION_FAILED", `${field || "body"}: ${issue.message}`, field ? { field } : {});
 }
 
-/** `/proxy/{port}/rest` -> [port, "/rest"]; undefined when the path is not a proxy path. */
-export function proxyTarget(url: string): { port: number; path: string } | { error: string } | undefined {
-  const match = /^\/proxy\/([^/?]*)(.*)$/.exec(url);
-  if (!match) return undefined;
-  const port = Number(match[1]);
-  if (!/^\d{1,5}$/.test(match[1]!) || port < 1 || port > 65535) return { error: `'${match[1]}' is not a port` };
-  const rest = match[2] || "/";
-  return { port, path: rest.startsWith("/") ? rest : `/${rest}` };
-}
+const NO_SERVICE_KEY = "control routes need the sandbox service key";
+const RUNTIME_STARTING = "the agent runtime is starting";
 
 /**
  * The daemon's port 8000: `/svc/*` control surface, `/proxy/{port}/*` to sandbox ports, everything else to
@@ -100,73 +97,54 @@ export function createDaemonServer(deps: ServerDeps) {
     "/svc/env": (body) => deps.control.env(parse(EnvBody, body)),
   };
 
-  /** Where a non-/svc request goes, after the user-context check; undefined when it was already answered. */
-  function route(req: IncomingMessage, answer: (status: number, body: unknown) => void): number | undefined {
+  /** Where a non-/svc request goes, after the user-context check; the error to answer when it goes nowhere. */
+  function route(req: IncomingMessage): number | DaemonError {
     const auth = checkUserContext(req.headers[USER_CONTEXT_HEADER] as string | undefined);
-    if (!auth.ok) {
-      answer(401, { error: `missing or invalid ${USER_CONTEXT_HEADER} (${auth.reason})` });
-      return undefined;
-    }
+    if (!auth.ok) return daemonError("UNAUTHENTICATED", `missing or invalid ${USER_CONTEXT_HEADER} (${auth.reason})`);
     delete req.headers[USER_CONTEXT_HEADER];
     deps.activity.touch();
-    const target = proxyTarget(req.url ?? "/");
-    if (target && "error" in target) {
-      answer(400, { error: target.error });
-      return undefined;
-    }
+    const target = proxyTarget(req.url ?? "/", deps.servicePort);
+    if (target && "error" in target) return target.error;
     if (target) {
-      if (target.port === deps.servicePort) {
-        answer(403, { error: "the daemon's own port cannot be proxied" });
-        return undefined;
-      }
       req.url = target.path;
       return target.port;
     }
-    if (!deps.control.runtimeReady()) {
-      answer(503, { error: "the agent runtime is starting" });
-      return undefined;
-    }
+    if (!deps.control.runtimeReady()) return daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
     return deps.agentPort;
   }
 
   const server = createServer(async (req, res) => {
     const path = (req.url ?? "/").split("?")[0]!;
     try {
-      if (path === "/svc/health" && req.method === "GET") return send(res, 200, await deps.control.health());
+      if (path === "/svc/health" && req.method === "GET") return sendOk(res, await deps.control.health());
       if (path === "/svc/events" && req.method === "GET") {
-        if (!hasServiceKey(req, deps.serviceKey))
-          return send(res, 401, { error: "control routes need the sandbox service key" });
-        if (!deps.control.runtimeReady()) return send(res, 503, { error: "the agent runtime is starting" });
+        if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
+        if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
         deps.activity.touch();
         return relayAgentEvents(res, deps.agentPort, deps.workspace);
       }
       if (path.startsWith("/svc/")) {
         const handler = controls[path];
-        if (!handler) return send(res, 404, { error: `no control route ${path}` });
-        if (req.method !== "POST") return send(res, 405, { error: "use POST" });
-        if (!hasServiceKey(req, deps.serviceKey))
-          return send(res, 401, { error: "control routes need the sandbox service key" });
+        if (!handler) throw daemonError("NOT_FOUND", `no control route ${path}`);
+        if (req.method !== "POST") throw daemonError("METHOD_NOT_ALLOWED", "use POST");
+        if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
         deps.activity.touch();
-        return send(res, 200, await handler(await readJson(req)));
+        return sendOk(res, await handler(await readJson(req)));
       }
-      const target = route(req, (status, body) => send(res, status, body));
-      if (target)
-        await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", {
-          unreachable: (r, err) => send(r, 502, { error: upstreamError(target, err) }),
-        });
+      const target = route(req);
+      if (typeof target !== "number") return sendError(res, target);
+      await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", {
+        unreachable: (r, err) => sendError(r, daemonError("UPSTREAM_UNAVAILABLE", upstreamError(target, err))),
+      });
     } catch (err) {
-      const status = (err as { status?: number }).status ?? 500;
-      if (!res.headersSent) send(res, status, { error: (err as Error).message });
+      if (!res.headersSent) sendError(res, toDaemonError(err));
     }
   });
 
   server.on("upgrade", (req, socket, head) => {
-    const target = route(req, (status, body) => {
-      socket.end(
-        `HTTP/1.1 ${status} ${status === 401 ? "Unauthorized" : "Error"}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify(body)}`,
-      );
-    });
-    if (target) proxy.ws(req, socket, head, { target: `http://127.0.0.1:${target}` });
+    const target = route(req);
+    if (typeof target !== "number") socket.end(rawErrorResponse(target));
+    else proxy.ws(req, socket, head, { target: `http://127.0.0.1:${target}` });
   });
 
   server.keepAliveTimeout = 65_000;
@@ -174,10 +152,9 @@ export function createDaemonServer(deps: ServerDeps) {
   server.removeAllListeners("connection");
   server.on("connection", (socket: Socket) =>
     handleConnection(socket, {
-      servicePort: deps.servicePort,
       contextHeader: USER_CONTEXT_HEADER,
       checkContext: checkUserContext,
-      target: proxyTarget,
+      target: (url) => proxyTarget(url, deps.servicePort),
       touch: deps.activity.touch,
       fallback: (s) => fullHttp!.call(server, s),
     }),

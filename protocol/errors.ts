@@ -37,7 +37,20 @@ export const ErrorCode = z.enum([
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 
-/** Every non-2xx JSON body the API sends. Extra keys carry details (e.g. `field`, `limit`). */
+/**
+ * Codes only the sandbox daemon answers with (its catalogue is daemon/errors.ts): the API never raises them, but
+ * a daemon's body it relays to a client may carry one.
+ */
+export const SandboxErrorCode = z.enum([
+  /** The agent runtime is booting, restarting or not serving: try again shortly. */
+  "AGENT_RUNTIME_UNAVAILABLE",
+  /** A sandbox port or the agent runtime behind the daemon did not answer, or answered unusably. */
+  "UPSTREAM_UNAVAILABLE",
+  "METHOD_NOT_ALLOWED",
+]);
+export type SandboxErrorCode = z.infer<typeof SandboxErrorCode>;
+
+/** Every non-2xx JSON body the API and the sandbox daemon send. Extra keys carry details (e.g. `field`, `limit`). */
 export const ErrorBody = z
   .object({
     error: z.string(),

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { signUserContext } from "../../protocol/user-context.ts";
-import { freePort } from "../../test/support/cli.ts";
-import { startDaemon } from "../../test/support/daemon.ts";
+import { startDaemon } from "../harness/daemon.ts";
+import { freePort } from "../harness/ports.ts";
 import { load, waitUntilUp } from "./load.ts";
 import { startNginxReference } from "./nginx-reference.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";

@@ -1,10 +1,10 @@
 import { execFileSync } from "node:child_process";
 import type Docker from "dockerode";
-import { call, seedUser, startApi } from "../../test/support/api-server.ts";
-import { freePort } from "../../test/support/cli.ts";
-import { freshDatabase } from "../../test/support/databases.ts";
-import { orchestratorFor, requireDocker } from "../../test/support/docker.ts";
-import { authedUrl, workRepo } from "../../test/support/git-fixture.ts";
+import { call, seedUser, startApi } from "../harness/api-server.ts";
+import { freshDatabase } from "../harness/databases.ts";
+import { orchestratorFor, requireDocker } from "../harness/docker.ts";
+import { authedUrl, workRepo } from "../harness/git-fixture.ts";
+import { freePort } from "../harness/ports.ts";
 import { load, waitUntilUp } from "./load.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 

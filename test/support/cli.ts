@@ -1,8 +1,9 @@
 import { mkdtempSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+
+export { freePort } from "../../scripts/harness/ports.ts";
 
 export const BIN = new URL("../../bin/svc.js", import.meta.url).pathname;
 
@@ -36,15 +37,4 @@ export async function svc(args: string[], options: { env?: CliEnv; cwd?: string;
     timeout: 120_000,
   });
   return { code: result.exitCode ?? -1, stdout: result.stdout, stderr: result.stderr };
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on("error", reject);
-  });
 }

@@ -1,0 +1,167 @@
+import { describe, expect, it } from "vitest";
+import { AgentEvent } from "../protocol/daemon.ts";
+import { createEventTranslator, type RuntimeEvent } from "./agent-events.ts";
+
+const SES = "ses_01";
+
+/** opencode's event shapes, as its `/event` stream sends them (../shared/notes/opencode.md). */
+const message = (id: string, role: "user" | "assistant"): RuntimeEvent => ({
+  type: "message.updated",
+  properties: { info: { id, sessionID: SES, role, time: { created: 1 } } },
+});
+const delta = (messageID: string, partID: string, text: string, field = "text"): RuntimeEvent => ({
+  type: "message.part.delta",
+  properties: { sessionID: SES, messageID, partID, field, delta: text },
+});
+const textPart = (messageID: string, id: string, text: string): RuntimeEvent => ({
+  type: "message.part.updated",
+  properties: { part: { id, sessionID: SES, messageID, type: "text", text } },
+});
+const toolPart = (messageID: string, id: string, state: Record<string, unknown>, tool = "bash"): RuntimeEvent => ({
+  type: "message.part.updated",
+  properties: { part: { id, sessionID: SES, messageID, type: "tool", callID: "call_1", tool, state } },
+});
+
+/** Feeds the events through one translator; every output must be a valid AgentEvent. */
+function run(events: RuntimeEvent[]): AgentEvent[] {
+  const translate = createEventTranslator();
+  const out = events.flatMap((e) => translate(e));
+  for (const event of out) expect(AgentEvent.parse(event)).toEqual(event);
+  return out;
+}
+
+describe("createEventTranslator (opencode events -> AgentEvents)", () => {
+  it("relays the assistant's text deltas and drops the user's own message", () => {
+    expect(
+      run([
+        message("msg_user", "user"),
+        textPart("msg_user", "prt_u", "please fix the bug"),
+        delta("msg_user", "prt_u", "please"),
+        message("msg_a", "assistant"),
+        delta("msg_a", "prt_1", "Hel"),
+        delta("msg_a", "prt_1", "lo"),
+      ]),
+    ).toEqual([
+      { type: "text", session: SES, delta: "Hel" },
+      { type: "text", session: SES, delta: "lo" },
+    ]);
+  });
+
+  it("drops deltas of a message whose role is not known yet, and of fields other than text", () => {
+    expect(
+      run([delta("msg_a", "prt_1", "early"), message("msg_a", "assistant"), delta("msg_a", "prt_1", "x", "input")]),
+    ).toEqual([]);
+  });
+
+  it("sends only what a whole-part update adds beyond the deltas already sent", () => {
+    expect(
+      run([
+        message("msg_a", "assistant"),
+        delta("msg_a", "prt_1", "Hello"),
+        textPart("msg_a", "prt_1", "Hello"),
+        textPart("msg_a", "prt_1", "Hello, world"),
+        textPart("msg_a", "prt_1", "Hello, world"),
+      ]),
+    ).toEqual([
+      { type: "text", session: SES, delta: "Hello" },
+      { type: "text", session: SES, delta: ", world" },
+    ]);
+  });
+
+  it("turns whole-part updates into deltas when a runtime sends only those, part by part", () => {
+    expect(
+      run([
+        message("msg_a", "assistant"),
+        textPart("msg_a", "prt_1", "One"),
+        textPart("msg_a", "prt_2", "Two"),
+        textPart("msg_a", "prt_1", "One more"),
+      ]),
+    ).toEqual([
+      { type: "text", session: SES, delta: "One" },
+      { type: "text", session: SES, delta: "Two" },
+      { type: "text", session: SES, delta: " more" },
+    ]);
+  });
+
+  it("reports each tool status change once, with the tool's title or its described input", () => {
+    const input = { command: "npm test", description: "Runs the tests" };
+    expect(
+      run([
+        message("msg_a", "assistant"),
+        toolPart("msg_a", "prt_t", { status: "pending", input: {}, raw: "" }),
+        toolPart("msg_a", "prt_t", { status: "running", input, time: { start: 1 } }),
+        toolPart("msg_a", "prt_t", { status: "running", input, time: { start: 1 }, metadata: { output: "..." } }),
+        toolPart("msg_a", "prt_t", { status: "completed", input, output: "ok", title: "npm test", time: {} }),
+        toolPart("msg_a", "prt_w", { status: "running", input: { filePath: "a.ts" } }, "write"),
+        toolPart("msg_a", "prt_w", { status: "error", input: { filePath: "a.ts" }, error: "EACCES" }, "write"),
+      ]),
+    ).toEqual([
+      { type: "tool", session: SES, tool: "bash", status: "running", title: "Runs the tests" },
+      { type: "tool", session: SES, tool: "bash", status: "completed", title: "npm test" },
+      { type: "tool", session: SES, tool: "write", status: "running", title: null },
+      { type: "tool", session: SES, tool: "write", status: "error", title: null },
+    ]);
+  });
+
+  it("drops step markers and other part types", () => {
+    const step = (type: string): RuntimeEvent => ({
+      type: "message.part.updated",
+      properties: { part: { id: `prt_${type}`, sessionID: SES, messageID: "msg_a", type } },
+    });
+    expect(run([message("msg_a", "assistant"), step("step-start"), step("reasoning"), step("step-finish")])).toEqual(
+      [],
+    );
+  });
+
+  it("marks a run's start once while busy and its end on idle, then again for the next run", () => {
+    const status = (type: string): RuntimeEvent => ({
+      type: "session.status",
+      properties: { sessionID: SES, status: { type } },
+    });
+    const idle: RuntimeEvent = { type: "session.idle", properties: { sessionID: SES } };
+    expect(run([status("busy"), status("busy"), status("idle"), idle, status("busy"), idle])).toEqual([
+      { type: "busy", session: SES },
+      { type: "idle", session: SES },
+      { type: "busy", session: SES },
+      { type: "idle", session: SES },
+    ]);
+  });
+
+  it("reports an abort or a failed run as an error with the runtime's message", () => {
+    const error = (properties: Record<string, unknown>): RuntimeEvent => ({ type: "session.error", properties });
+    expect(
+      run([
+        error({
+          sessionID: SES,
+          error: { name: "MessageAbortedError", data: { message: "The operation was aborted." } },
+        }),
+        error({ sessionID: SES, error: { name: "ProviderAuthError", data: {} } }),
+        error({ error: { name: "UnknownError", data: { message: "boom" } } }),
+        error({ sessionID: SES }),
+      ]),
+    ).toEqual([
+      { type: "error", session: SES, message: "The operation was aborted." },
+      { type: "error", session: SES, message: "ProviderAuthError" },
+      { type: "error", session: null, message: "boom" },
+      { type: "error", session: SES, message: "the agent run failed" },
+    ]);
+  });
+
+  it("drops bookkeeping events", () => {
+    expect(
+      run([
+        { type: "server.connected", properties: {} },
+        { type: "session.updated", properties: { info: { id: SES } } },
+        { type: "file.edited", properties: { file: "a.ts" } },
+        { type: "message.part.updated" },
+      ]),
+    ).toEqual([]);
+  });
+
+  it("keeps no state between translators: each client's stream starts fresh", () => {
+    const first = createEventTranslator();
+    first(message("msg_a", "assistant"));
+    expect(first(textPart("msg_a", "prt_1", "Hi"))).toEqual([{ type: "text", session: SES, delta: "Hi" }]);
+    expect(createEventTranslator()(textPart("msg_a", "prt_1", "Hi"))).toEqual([]);
+  });
+});

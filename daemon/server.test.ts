@@ -1,0 +1,210 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ErrorBody } from "../protocol/errors.ts";
+import { signUserContext } from "../protocol/user-context.ts";
+import { createActivity } from "./activity.ts";
+import { daemonError } from "./errors.ts";
+import { createDaemonServer } from "./server.ts";
+
+const KEY = "svc_sk_server-unit-test-key-0123456789";
+const SESSION = "ses-unit";
+const OWN_PORT = 8000;
+
+const listen = async (server: Server) => {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return (server.address() as AddressInfo).port;
+};
+
+/** A port nothing listens on: bound once, then released. */
+const closedPort = async () => {
+  const server = createServer();
+  const port = await listen(server);
+  await new Promise((r) => server.close(r));
+  return port;
+};
+
+const context = () =>
+  signUserContext(KEY, {
+    user_id: "u1",
+    project_id: "p1",
+    session_id: SESSION,
+    exp: Math.floor(Date.now() / 1000) + 300,
+  });
+
+/** The error answer to a request: its status and its body, checked against ErrorBody. */
+async function errorOf(res: Response): Promise<{ status: number; code: string; error: string; field?: string }> {
+  const body = ErrorBody.parse(await res.json());
+  expect(res.headers.get("content-type")).toBe("application/json");
+  return { status: res.status, ...body };
+}
+
+describe("the daemon's HTTP surface answers every error as an ErrorBody (in process)", () => {
+  let base: string;
+  let daemon: Server;
+  let runtime: Server;
+  let ready = false;
+  let deadPort: number;
+  const auth = { authorization: `Bearer ${KEY}` };
+
+  beforeAll(async () => {
+    deadPort = await closedPort();
+    // An agent runtime whose event stream is broken.
+    runtime = createServer((_req, res) => res.writeHead(500).end());
+    const agentPort = await listen(runtime);
+    daemon = createDaemonServer({
+      serviceKey: KEY,
+      workspace: "/nonexistent",
+      sessionId: SESSION,
+      servicePort: OWN_PORT,
+      agentPort,
+      activity: createActivity(),
+      control: {
+        runtimeReady: () => ready,
+        health: async () => ({}) as never,
+        refresh: async () => {
+          throw daemonError("CONFLICT", "could not fast-forward the workspace: diverged");
+        },
+        prompt: async () => {
+          throw new Error("agent runtime answered 400 to POST /session");
+        },
+        abort: async () => ({ aborted: [] }),
+        env: async () => ({ names: [] }),
+      },
+    });
+    base = `http://127.0.0.1:${await listen(daemon)}`;
+  });
+  afterAll(() => {
+    daemon?.closeAllConnections();
+    daemon?.close();
+    runtime?.close();
+  });
+
+  it("control routes: unknown, wrong method, no key, bad body, too large", async () => {
+    expect(await errorOf(await fetch(`${base}/svc/nope`, { method: "POST", headers: auth }))).toMatchObject({
+      status: 404,
+      code: "NOT_FOUND",
+      error: "no control route /svc/nope",
+    });
+    expect(await errorOf(await fetch(`${base}/svc/env`, { headers: auth }))).toMatchObject({
+      status: 405,
+      code: "METHOD_NOT_ALLOWED",
+    });
+    const withoutKey: Record<string, string>[] = [
+      {},
+      { authorization: "Bearer svc_sk_wrong" },
+      { "x-svc-user-context": context() },
+    ];
+    for (const headers of withoutKey) {
+      expect(await errorOf(await fetch(`${base}/svc/env`, { method: "POST", headers }))).toMatchObject({
+        status: 401,
+        code: "UNAUTHENTICATED",
+        error: "control routes need the sandbox service key",
+      });
+    }
+    expect(await errorOf(await fetch(`${base}/svc/env`, { method: "POST", headers: auth, body: "{" }))).toEqual({
+      status: 400,
+      code: "BAD_REQUEST",
+      error: "request body is not valid JSON",
+    });
+    expect(
+      await errorOf(await fetch(`${base}/svc/prompt`, { method: "POST", headers: auth, body: '{"text":""}' })),
+    ).toMatchObject({ status: 400, code: "VALIDATION_FAILED", field: "text" });
+    expect(
+      await errorOf(await fetch(`${base}/svc/abort`, { method: "POST", headers: auth, body: "[]" })),
+    ).toMatchObject({ status: 400, code: "VALIDATION_FAILED", error: expect.stringMatching(/^body: /) });
+    const big = JSON.stringify({ set: { A: "x".repeat(1 << 20) } });
+    expect(await errorOf(await fetch(`${base}/svc/env`, { method: "POST", headers: auth, body: big }))).toMatchObject({
+      status: 413,
+      code: "PAYLOAD_TOO_LARGE",
+    });
+  });
+
+  it("control handlers: the daemon's own errors keep their status, anything else is a 500 with its message", async () => {
+    expect(await errorOf(await fetch(`${base}/svc/refresh`, { method: "POST", headers: auth }))).toEqual({
+      status: 409,
+      code: "CONFLICT",
+      error: "could not fast-forward the workspace: diverged",
+    });
+    expect(
+      await errorOf(await fetch(`${base}/svc/prompt`, { method: "POST", headers: auth, body: '{"text":"hi"}' })),
+    ).toEqual({ status: 500, code: "INTERNAL", error: "agent runtime answered 400 to POST /session" });
+  });
+
+  it("the event stream: 503 while the runtime boots, 502 when its stream fails", async () => {
+    ready = false;
+    expect(await errorOf(await fetch(`${base}/svc/events`, { headers: auth }))).toEqual({
+      status: 503,
+      code: "AGENT_RUNTIME_UNAVAILABLE",
+      error: "the agent runtime is starting",
+    });
+    ready = true;
+    expect(await errorOf(await fetch(`${base}/svc/events`, { headers: auth }))).toEqual({
+      status: 502,
+      code: "UPSTREAM_UNAVAILABLE",
+      error: "the agent runtime answered 500 to its event stream",
+    });
+    expect(await errorOf(await fetch(`${base}/svc/events`))).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
+  });
+
+  it("proxied requests: no context, booting runtime, bad or own port, nothing listening", async () => {
+    const headers = { "x-svc-user-context": context() };
+    expect(await errorOf(await fetch(`${base}/session`))).toEqual({
+      status: 401,
+      code: "UNAUTHENTICATED",
+      error: "missing or invalid x-svc-user-context (malformed)",
+    });
+    ready = false;
+    expect(await errorOf(await fetch(`${base}/session`, { headers }))).toMatchObject({
+      status: 503,
+      code: "AGENT_RUNTIME_UNAVAILABLE",
+    });
+    expect(await errorOf(await fetch(`${base}/proxy/abc/`, { headers }))).toEqual({
+      status: 400,
+      code: "BAD_REQUEST",
+      error: "'abc' is not a port",
+    });
+    expect(await errorOf(await fetch(`${base}/proxy/${OWN_PORT}/svc/health`, { headers }))).toMatchObject({
+      status: 403,
+      code: "FORBIDDEN",
+    });
+    const unreachable = {
+      status: 502,
+      code: "UPSTREAM_UNAVAILABLE",
+      error: `nothing is listening on port ${deadPort} in the sandbox`,
+    };
+    // A plain GET takes the tunnel; a chunked body goes through the full server's forwarder.
+    expect(await errorOf(await fetch(`${base}/proxy/${deadPort}/`, { headers }))).toEqual(unreachable);
+    const chunked = new ReadableStream({
+      start(c) {
+        c.enqueue(new TextEncoder().encode("hi"));
+        c.close();
+      },
+    });
+    const viaServer = await fetch(`${base}/proxy/${deadPort}/`, {
+      method: "POST",
+      headers,
+      body: chunked,
+      duplex: "half",
+    } as RequestInit);
+    expect(await errorOf(viaServer)).toEqual(unreachable);
+  });
+
+  it("upgrade requests are refused with a complete ErrorBody answer", async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(base).port), "127.0.0.1");
+      let text = "";
+      socket.on("data", (c) => {
+        text += c;
+      });
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+      socket.write("GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+    });
+    const [head, body] = answer.split("\r\n\r\n") as [string, string];
+    expect(head).toMatch(/^HTTP\/1\.1 401 Unauthorized\r\n/);
+    expect(head).toContain(`content-length: ${Buffer.byteLength(body)}`);
+    expect(ErrorBody.parse(JSON.parse(body))).toMatchObject({ code: "UNAUTHENTICATED" });
+  });
+});

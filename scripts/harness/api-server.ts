@@ -1,0 +1,77 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type AppOptions, buildApp, type Services } from "../../api/app.ts";
+import type { Sql } from "../../api/db/sql.ts";
+
+export type TestApi = { url: string; dataDir: string; services: Services; close(): Promise<void> };
+
+/** The real API on an ephemeral loopback port, with its repositories in a fresh temporary directory. */
+export async function startApi(
+  sql: Sql,
+  options: {
+    bodyLimit?: number;
+    host?: string;
+    port?: number;
+    orchestrator?: AppOptions["orchestrator"];
+    /** Another replica of an API: the same repositories on a shared volume. */
+    dataDir?: string;
+  } = {},
+): Promise<TestApi> {
+  let url = "";
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "svc-api-"));
+  const { app, services } = await buildApp({
+    sql,
+    dataDir,
+    publicUrl: () => url,
+    logLevel: "silent",
+    bodyLimit: options.bodyLimit,
+    secretsKey: randomBytes(32).toString("base64"),
+    orchestrator: options.orchestrator,
+  });
+  await app.listen({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" });
+  url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return { url, dataDir, services, close: () => app.close() };
+}
+
+let counter = 0;
+
+/** A user with an account of their own and a user token. */
+export async function seedUser(services: Services, label = "user") {
+  counter += 1;
+  const slug = `${label}-${counter}-${process.pid}`;
+  const { userId, accountId } = await services.accounts.createUserWithAccount({
+    email: `${slug}@example.test`,
+    name: label,
+    accountSlug: slug,
+  });
+  const { token } = await services.tokens.mint({ userId, name: "test" });
+  return { userId, accountId, token };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: an API answer that tests and benchmarks read field by field
+export type Reply = { status: number; body: any; headers: Headers };
+
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(base + path, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {}
+  return { status: res.status, body: parsed, headers: res.headers };
+}

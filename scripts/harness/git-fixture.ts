@@ -1,0 +1,68 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { execa } from "execa";
+
+/** A fixed identity and no user or system config: every test's git behaves the same. */
+export const GIT_ENV = {
+  GIT_CONFIG_NOSYSTEM: "1",
+  GIT_CONFIG_GLOBAL: "/dev/null",
+  GIT_TERMINAL_PROMPT: "0",
+  GIT_AUTHOR_NAME: "Dev",
+  GIT_AUTHOR_EMAIL: "dev@example.test",
+  GIT_COMMITTER_NAME: "Dev",
+  GIT_COMMITTER_EMAIL: "dev@example.test",
+};
+
+/** A clone URL carrying a token as the basic-auth password, as a plain git client would be configured. */
+export function authedUrl(cloneUrl: string, secret: string, username = "x"): string {
+  const url = new URL(cloneUrl);
+  url.username = username;
+  url.password = secret;
+  return url.toString();
+}
+
+export type WorkRepo = Awaited<ReturnType<typeof workRepo>>;
+
+/** A developer's working copy: write files, commit on branches, push to the project's remote. */
+export async function workRepo(remote: string, options: { defaultBranch?: string } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "svc-work-"));
+  const run = async (args: string[], opts: { reject?: boolean } = {}) => {
+    const r = await execa("git", args, { cwd: dir, env: GIT_ENV, reject: opts.reject ?? true });
+    return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+  };
+  await run(["init", "-q", "-b", options.defaultBranch ?? "main"]);
+  await run(["remote", "add", "origin", remote]);
+  return {
+    dir,
+    git: run,
+    write(files: Record<string, string | Buffer | null>) {
+      for (const [path, content] of Object.entries(files)) {
+        const full = join(dir, path);
+        if (content === null) rmSync(full, { force: true });
+        else {
+          mkdirSync(dirname(full), { recursive: true });
+          writeFileSync(full, content);
+        }
+      }
+    },
+    /** Writes the files, stages everything and commits; returns the new commit's SHA. */
+    async commit(message: string, files: Record<string, string | Buffer | null> = {}) {
+      this.write(files);
+      await run(["add", "-A"]);
+      await run(["commit", "-q", "--allow-empty", "-m", message]);
+      return (await run(["rev-parse", "HEAD"])).stdout.trim();
+    },
+    async checkout(branch: string, options: { create?: boolean; from?: string; orphan?: boolean } = {}) {
+      if (options.orphan) await run(["checkout", "-q", "--orphan", branch]);
+      else if (options.create) await run(["checkout", "-q", "-b", branch, ...(options.from ? [options.from] : [])]);
+      else await run(["checkout", "-q", branch]);
+    },
+    push(...refspecs: string[]) {
+      return run(["push", "-q", "origin", ...refspecs], { reject: false });
+    },
+    async sha(ref: string) {
+      return (await run(["rev-parse", ref])).stdout.trim();
+    },
+  };
+}
