@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ErrorCode } from "../protocol/errors.ts";
 import { ApiError, apiError } from "./errors.ts";
 
-const HTTP_ERROR_STATUSES = new Set([400, 401, 403, 404, 409, 413, 415, 429, 500, 502, 503]);
+const HTTP_ERROR_STATUSES = new Set([400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 431, 500, 502, 503]);
 
 describe("the API's error catalogue", () => {
   it("gives every shared error code an HTTP error status", () => {
