@@ -38,16 +38,30 @@ export function isValidBranchName(name: string): boolean {
 
 export const BranchName = z.string().min(1).max(255).refine(isValidBranchName, "not a valid branch name");
 
+/** A DNS name, an IPv4 address or a bracketed IPv6 address: never empty, never an option (`-o…`). */
+const REPO_HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9_-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9_-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])$/;
+const REPO_SCHEMES = new Set(["https:", "http:", "ssh:", "git:"]);
+
 /**
- * Where an external repository lives: an http(s), ssh or git URL, an scp-like `user@host:path`, or an absolute
- * path on the API's machine. Never a transport that runs commands (`ext::`) or something git could read as
- * an option.
+ * Where an external repository lives: an `https://`, `http://`, `ssh://` or `git://` URL with a host, or the
+ * scp-like `user@host:path` (ssh). Never anything git reads from the API's own disk, where every project's
+ * repository lives: no `file://` URL, no `file:`, no absolute or relative path (`/x`, `./x`, `x`, `~/x`,
+ * `C:/x`); never a transport helper that runs commands or opens descriptors (`ext::`, `fd::`, `<scheme>::`);
+ * nothing git could read as an option (`-u…`). Lower-case schemes, no whitespace or control characters.
  */
 export function isAllowedRepoUrl(url: string): boolean {
-  if (url.startsWith("-") || hasControlCharacter(url)) return false;
-  if (/^(https?|ssh|git|file):\/\/[^\s]+$/i.test(url)) return true;
-  if (url.startsWith("/")) return true;
-  return /^[\w.-]+@[\w.-]+:[^\s]+$/.test(url) && !url.includes("::");
+  if (hasControlCharacter(url) || /\s/.test(url) || url.includes("\\")) return false;
+  // `<transport>::<address>` hands the URL to a remote helper: `ext::` runs a command, `fd::` reads descriptors.
+  if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url)) return false;
+  if (/^[a-z]+:\/\//.test(url)) {
+    // `https:///x` is not "no host" to a URL parser: it takes `x` as the host. Refuse it before parsing.
+    if (!/^(?:https?|ssh|git):\/\/[^/]/.test(url) || !URL.canParse(url)) return false;
+    const parsed = new URL(url);
+    return REPO_SCHEMES.has(parsed.protocol) && REPO_HOST.test(parsed.hostname) && !parsed.username.startsWith("-");
+  }
+  const scp = /^([A-Za-z0-9._~+][A-Za-z0-9._~+-]*)@([^:/]+|\[[^\]]+\]):(.+)$/.exec(url);
+  return scp !== null && REPO_HOST.test(scp[2]!);
 }
 
 export const RepoUrl = z
@@ -55,7 +69,10 @@ export const RepoUrl = z
   .trim()
   .min(1)
   .max(2000)
-  .refine(isAllowedRepoUrl, "must be an http(s)/ssh/git/file URL, user@host:path, or an absolute path");
+  .refine(
+    isAllowedRepoUrl,
+    "must be an https, http, ssh or git URL, or user@host:path; local paths, file URLs and transport helpers are refused",
+  );
 
 export const Project = z.object({
   id: z.uuid(),

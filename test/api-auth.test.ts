@@ -131,9 +131,13 @@ describe.each(DATABASE_KINDS)("token model over HTTP (%s)", (kind) => {
     expect(list.body.projects.map((p: { id: string }) => p.id)).toEqual([aliceProject]);
     expect((await post("/v1/projects", projectToken, { name: "Sneaky" })).status).toBe(403);
 
+    // A project token mints no further tokens (issue 10): only its user does.
     const fresh = await post(`/v1/projects/${aliceProject}/cli-token`, projectToken);
-    expect(fresh.status).toBe(201);
-    expect(fresh.body).toMatchObject({ kind: "project", project_id: aliceProject, user_id: alice.userId });
+    expect(fresh.status).toBe(403);
+    expect(fresh.body.code).toBe("PROJECT_TOKEN_NOT_ALLOWED");
+    const minted = await post(`/v1/projects/${aliceProject}/cli-token`, alice.token);
+    expect(minted.status).toBe(201);
+    expect(minted.body).toMatchObject({ kind: "project", project_id: aliceProject, user_id: alice.userId });
   });
 
   it("refuses the sandbox service key on project and account routes (SPEC rule 5)", async () => {

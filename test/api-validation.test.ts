@@ -69,10 +69,14 @@ describe("request validation and the error shape", () => {
     const dup = await createProject({ name: "Hello world" });
     expect(dup.status).toBe(409);
     expect(dup.body.code).toBe("SLUG_TAKEN");
-    const external = await createProject({ name: "Ext", repo_url: "/srv/git/ext.git", default_branch: "trunk" });
+    const external = await createProject({
+      name: "Ext",
+      repo_url: "https://git.example.test/ext.git",
+      default_branch: "trunk",
+    });
     expect(external.body).toMatchObject({
       repo_kind: "external",
-      repo_url: "/srv/git/ext.git",
+      repo_url: "https://git.example.test/ext.git",
       default_branch: "trunk",
     });
   });

@@ -86,6 +86,17 @@ describe.each(DATABASE_KINDS)("change requests on a managed repository (%s)", (k
     expect(merged.body.merged_at).not.toBeNull();
   });
 
+  it("keeps metadata a JSON object on both databases", async () => {
+    const created = await open(await branch({ "meta.txt": "m\n" }), { metadata: { source: "agent", n: 1 } });
+    expect(created.status).toBe(201);
+    expect(created.body.metadata).toEqual({ source: "agent", n: 1 });
+    expect((await req("GET", `/${created.body.cr_id}`)).body.change_request.metadata).toEqual({
+      source: "agent",
+      n: 1,
+    });
+    expect((await open(await branch({ "meta2.txt": "m\n" }))).body.metadata).toEqual({});
+  });
+
   it("writes a three-way merge commit by the system identity with the default message", async () => {
     const head = await branch({ "three-way.txt": "side\n" });
     await advanceMain({ "main-only.txt": "main\n" });

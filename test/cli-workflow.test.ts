@@ -240,13 +240,17 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
       "create",
       "Upstream",
       "--repo",
-      "/srv/git/upstream.git",
+      "https://git.example.test/upstream.git",
       "--default-branch",
       "trunk",
     ]);
     expect(created.code, created.stderr).toBe(0);
     const info = JSON.parse((await run(["projects", "info", created.stdout.trim(), "--json"])).stdout);
-    expect(info).toMatchObject({ repo_kind: "external", repo_url: "/srv/git/upstream.git", default_branch: "trunk" });
+    expect(info).toMatchObject({
+      repo_kind: "external",
+      repo_url: "https://git.example.test/upstream.git",
+      default_branch: "trunk",
+    });
     expect((await run(["projects", "create", "Bad", "--repo", "ext::sh -c id"])).code).toBe(1);
   });
 });

@@ -7,12 +7,16 @@ import type { Project } from "../protocol/project.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
+import { type GitServer, serveGitRepos } from "./support/git-server.ts";
 
-describe("change requests on an external repository (any git URL or path)", () => {
+describe("change requests on an external repository (any git URL)", () => {
   let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;
+  let server: GitServer;
+  /** The origin's bare repository on disk (the test looks at it) and its URL on the git host (the API's view). */
   let origin: string;
+  let originUrl: string;
   let project: Project;
   let dev: WorkRepo;
 
@@ -25,25 +29,29 @@ describe("change requests on an external repository (any git URL or path)", () =
     db = await freshDatabase("pglite");
     api = await startApi(db.sql);
     user = await seedUser(api.services);
-    origin = join(mkdtempSync(join(tmpdir(), "svc-origin-")), "upstream repo.git");
+    const hosted = mkdtempSync(join(tmpdir(), "svc-origin-"));
+    server = await serveGitRepos(hosted);
+    origin = join(hosted, "upstream repo.git");
+    originUrl = `${server.url}/upstream%20repo.git`;
     await git(["init", "--bare", "-q", "--initial-branch=trunk", origin]);
     dev = await workRepo(origin, { defaultBranch: "trunk" });
     await dev.commit("initial", { "app.txt": "v1\n" });
     expect((await dev.push("trunk")).code).toBe(0);
     const created = await call(api.url, "POST", "/v1/projects", {
       token: user.token,
-      body: { name: "Upstream", repo_url: origin, default_branch: "trunk" },
+      body: { name: "Upstream", repo_url: originUrl, default_branch: "trunk" },
     });
     expect(created.status).toBe(201);
     project = created.body;
   });
   afterAll(async () => {
     await api?.close();
+    await server?.close();
     await db?.drop();
   });
 
   it("registers the URL as an external project without creating a managed repo", () => {
-    expect(project).toMatchObject({ repo_kind: "external", repo_url: origin, default_branch: "trunk" });
+    expect(project).toMatchObject({ repo_kind: "external", repo_url: originUrl, default_branch: "trunk" });
     expect(existsSync(api.services.repos.managedDir(project.id))).toBe(false);
   });
 
@@ -114,7 +122,7 @@ describe("change requests on an external repository (any git URL or path)", () =
   it("serves stored data when the origin is unreachable and reports it on diff", async () => {
     const gone = await call(api.url, "POST", "/v1/projects", {
       token: user.token,
-      body: { name: "Gone", repo_url: join(tmpdir(), "svc-no-such-repo.git") },
+      body: { name: "Gone", repo_url: `${server.url}/svc-no-such-repo.git` },
     });
     const path = `/v1/projects/${gone.body.id}/change-requests`;
     const cr = await call(api.url, "POST", path, { token: user.token, body: { title: "Offline", head_ref: "x" } });

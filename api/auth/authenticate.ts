@@ -7,11 +7,12 @@ import type { AccountStore } from "../accounts/store.ts";
 import type { Sql } from "../db/sql.ts";
 import { apiError } from "../errors.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
-import type { TokenStore } from "./token-store.ts";
+import type { TokenSandbox, TokenStore } from "./token-store.ts";
 
 export type Principal =
   | { kind: "user"; userId: string; tokenId: string }
-  | { kind: "project"; userId: string; projectId: string; tokenId: string }
+  /** `sandbox`: a session's token (SVC_CLI_TOKEN), valid only while that sandbox is live; null: minted by a user. */
+  | { kind: "project"; userId: string; projectId: string; tokenId: string; sandbox: TokenSandbox | null }
   /** The sandbox service key (SVC_TOKEN): accepted only by routes that opt in. */
   | { kind: "service"; sandboxId: string; sessionId: string; projectId: string };
 
@@ -20,6 +21,17 @@ export function actingUserId(principal: Principal): string {
   if (principal.kind === "service")
     throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key is not an API token");
   return principal.userId;
+}
+
+/**
+ * Acts that are a person's own (SPEC rule 4: the user merges; minting credentials): a user token only. A project
+ * token, whether a session's SVC_CLI_TOKEN or one a user minted for a script, acts on its project but never
+ * takes these; `action` completes "project tokens cannot ...".
+ */
+export function personalUserId(principal: Principal, action: string): string {
+  if (principal.kind === "project")
+    throw apiError("PROJECT_TOKEN_NOT_ALLOWED", `project tokens cannot ${action}: use your own login (svc login)`);
+  return actingUserId(principal);
 }
 
 /**
@@ -67,9 +79,10 @@ export async function resolvePrincipal(deps: AuthDeps, secret: string): Promise<
   const found = await deps.tokens.lookup(secret);
   if (found.status === "expired") throw apiError("TOKEN_EXPIRED", "token has expired; log in again");
   if (found.status === "unknown") throw apiError("UNAUTHENTICATED", "invalid or revoked token");
-  const { token } = found;
+  if (found.status === "ended") throw apiError("UNAUTHENTICATED", "this token's session sandbox is no longer running");
+  const { token, sandbox } = found;
   return token.project_id
-    ? { kind: "project", userId: token.user_id, projectId: token.project_id, tokenId: token.id }
+    ? { kind: "project", userId: token.user_id, projectId: token.project_id, tokenId: token.id, sandbox }
     : { kind: "user", userId: token.user_id, tokenId: token.id };
 }
 

@@ -6,7 +6,7 @@ import {
   MergeChangeRequestBody,
   UpdateChangeRequestBody,
 } from "../../protocol/change-request.ts";
-import { actingUserId } from "../auth/authenticate.ts";
+import { actingUserId, personalUserId } from "../auth/authenticate.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ChangeRequestService } from "./service.ts";
 
@@ -48,10 +48,12 @@ export function changeRequestRoutes(deps: { changeRequests: ChangeRequestService
       return crs.preview(req.project!, crId);
     });
 
+    // SPEC rule 4: the agent never merges its own CR. Every other CR route is open to project tokens.
     app.post(`${BASE}/:crId/merge`, async (req) => {
+      const userId = personalUserId(req.principal!, "merge change requests; merging is the user's act");
       const { crId } = parseInput(CrParams, req.params, "params");
       const body = parseInput(MergeChangeRequestBody, req.body ?? {}, "body");
-      return crs.merge(req.project!, crId, actingUserId(req.principal!), body.message);
+      return crs.merge(req.project!, crId, userId, body.message);
     });
 
     app.post(`${BASE}/:crId/close`, async (req) => {

@@ -63,7 +63,7 @@ export function createChangeRequestStore(sql: Sql) {
         const [row] = await tx.query<Row>(
           `insert into change_requests (account_id, project_id, number, title, description, base_ref, head_ref,
              head_commit_sha, base_commit_sha, origin_session_id, created_by, metadata)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb) returning ${COLUMNS}`,
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::jsonb) returning ${COLUMNS}`,
           [
             cr.accountId,
             cr.projectId,

@@ -9,6 +9,7 @@ export type CloneGrant = { projectId: string; userId: string };
 
 export function createCloneCredentials(sql: Sql) {
   return {
+    /** `sandboxId`: the sandbox it is minted for; the credential then lives no longer than that sandbox. */
     async mint(grant: CloneGrant & { sandboxId?: string }): Promise<{ secret: string; expiresAt: Date }> {
       const secret = newSecret(CLONE_CREDENTIAL_PREFIX);
       const expiresAt = new Date(Date.now() + CLONE_CREDENTIAL_TTL_MS);
@@ -21,9 +22,16 @@ export function createCloneCredentials(sql: Sql) {
       return { secret, expiresAt };
     },
 
+    /**
+     * The grant of an unexpired credential. One minted for a sandbox (by its service key or its session token)
+     * works only while that sandbox is provisioning or active: stopping it ends its credentials at once.
+     */
     async lookup(secret: string): Promise<CloneGrant | undefined> {
       const [row] = await sql.query<{ project_id: string; user_id: string }>(
-        "select project_id, user_id from clone_credentials where credential_hash = $1 and expires_at > now()",
+        `select c.project_id, c.user_id from clone_credentials c
+         where c.credential_hash = $1 and c.expires_at > now()
+           and (c.sandbox_id is null or exists (select 1 from session_sandboxes b
+                where b.sandbox_id = c.sandbox_id and b.status in ('provisioning', 'active')))`,
         [hashSecret(secret)],
       );
       return row && { projectId: row.project_id, userId: row.user_id };

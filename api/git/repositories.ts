@@ -4,8 +4,12 @@ import type { Project } from "../../protocol/project.ts";
 import { type BranchTips, createTipsCache } from "./refs.ts";
 import { GitError, git } from "./run.ts";
 
-/** Transports an external repository URL may use: never `ext::` (runs commands) or other helpers. */
-const PROTOCOL_ENV = { GIT_ALLOW_PROTOCOL: "file:git:http:https:ssh" };
+/**
+ * Transports git may use against an external remote: never `ext::` (runs commands), `fd::` or other helpers, and
+ * never `file` (a file URL or a local path): the API's disk holds every project's repository, and a push there
+ * would pass no hook. The URL rule (protocol/project.ts) refuses such URLs; this holds for rows stored before it.
+ */
+const REMOTE_PROTOCOLS = "git:http:https:ssh";
 const ZERO_SHA = "0000000000000000000000000000000000000000";
 // A mirror clone refuses refspecs on push; our pushes name exactly one ref, never forced.
 const PUSH = ["-c", "remote.origin.mirror=false", "push", "--quiet"];
@@ -46,11 +50,22 @@ export function createRepositories(options: RepositoriesOptions) {
     if (own) headers.push([p.repo_url!, own]);
     if (options.repoAccessToken)
       headers.push([options.repoAccessUrl ?? "https://github.com/", options.repoAccessToken]);
-    const env: Record<string, string> = { ...PROTOCOL_ENV, GIT_CONFIG_COUNT: String(headers.length) };
-    headers.forEach(([url, token], i) => {
-      env[`GIT_CONFIG_KEY_${i}`] = `http.${url}.extraHeader`;
-      env[`GIT_CONFIG_VALUE_${i}`] =
-        `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString("base64")}`;
+    // GIT_ALLOW_PROTOCOL overrides any `protocol.*.allow`; `protocol.file.allow=never` says the same to a git
+    // that would read config first.
+    const config: [string, string][] = [
+      ["protocol.file.allow", "never"],
+      ...headers.map(([url, token]): [string, string] => [
+        `http.${url}.extraHeader`,
+        `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString("base64")}`,
+      ]),
+    ];
+    const env: Record<string, string> = {
+      GIT_ALLOW_PROTOCOL: REMOTE_PROTOCOLS,
+      GIT_CONFIG_COUNT: String(config.length),
+    };
+    config.forEach(([key, value], i) => {
+      env[`GIT_CONFIG_KEY_${i}`] = key;
+      env[`GIT_CONFIG_VALUE_${i}`] = value;
     });
     return env;
   }

@@ -117,6 +117,7 @@ export function gitRoutes(deps: GitRouteDeps) {
     app.get("/v1/projects/:projectId/git/clone-credential", { config: { allowServiceKey: true } }, async (req) => {
       const principal = req.principal!;
       const project = req.project!;
+      // Minted for a sandbox (its daemon's service key, or its session token): bound to that sandbox.
       const grant =
         principal.kind === "service"
           ? {
@@ -124,7 +125,11 @@ export function gitRoutes(deps: GitRouteDeps) {
               userId: await sandboxOwner(deps, principal.sessionId),
               sandboxId: principal.sandboxId,
             }
-          : { projectId: project.id, userId: principal.userId };
+          : {
+              projectId: project.id,
+              userId: principal.userId,
+              sandboxId: principal.kind === "project" ? principal.sandbox?.sandboxId : undefined,
+            };
       const { secret, expiresAt } = await deps.cloneCredentials.mint(grant);
       return {
         username: GIT_USERNAME,

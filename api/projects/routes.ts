@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { CreateProjectBody, type Project } from "../../protocol/project.ts";
 import { MintProjectTokenBody } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
-import { actingUserId } from "../auth/authenticate.ts";
+import { actingUserId, personalUserId } from "../auth/authenticate.ts";
 import type { TokenStore } from "../auth/token-store.ts";
 import { apiError } from "../errors.ts";
 import type { Repositories } from "../git/repositories.ts";
@@ -73,10 +73,12 @@ export function projectRoutes(deps: ProjectRouteDeps) {
 
     app.get("/v1/projects/:projectId", async (req) => present(req.project!));
 
+    // A project token mints nothing: what an agent holds never begets a credential that outlives its sandbox.
     app.post("/v1/projects/:projectId/cli-token", async (req, reply) => {
+      const userId = personalUserId(req.principal!, "mint tokens");
       const body = parseInput(MintProjectTokenBody, req.body ?? {}, "body");
       const minted = await deps.tokens.mint({
-        userId: actingUserId(req.principal!),
+        userId,
         projectId: req.project!.id,
         name: body.name ?? "cli",
         expiresInDays: body.expires_in_days,

@@ -1,0 +1,221 @@
+import { randomUUID } from "node:crypto";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { git } from "../../api/git/run.ts";
+import { hashSecret, newSecret } from "../../protocol/credential.ts";
+import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
+import { call, seedUser, startApi, type TestApi } from "../support/api-server.ts";
+import { cliHome, svc } from "../support/cli.ts";
+import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "../support/databases.ts";
+import { authedUrl, GIT_ENV, type WorkRepo, workRepo } from "../support/git-fixture.ts";
+
+/**
+ * Issue 10, item 1: an agent cannot merge, cannot mint tokens, and nothing it holds outlives its sandbox.
+ * The sandbox rows are written as provisioning writes them (session token minted with its session, then the
+ * sandbox row that references it), without Docker.
+ */
+describe.each(DATABASE_KINDS)("what a session's credentials may do, and for how long (%s)", (kind) => {
+  let db: TestDatabase;
+  let api: TestApi;
+  let user: Awaited<ReturnType<typeof seedUser>>;
+  let project: { id: string; repo_url: string };
+  let work: WorkRepo;
+  let branches = 0;
+
+  const crs = (suffix: string) => `/v1/projects/${project.id}/change-requests${suffix}`;
+  const as = (token: string) => ({
+    get: (path: string) => call(api.url, "GET", path, { token }),
+    post: (path: string, body?: unknown) => call(api.url, "POST", path, { token, body }),
+    patch: (path: string, body?: unknown) => call(api.url, "PATCH", path, { token, body }),
+  });
+  const mainTip = async () =>
+    (await git(["rev-parse", "refs/heads/main"], { dir: api.services.repos.managedDir(project.id) })).stdout.trim();
+  /** Whether git can list the project's refs with this secret as the Basic password. */
+  const gitReaches = async (secret: string) =>
+    (await execa("git", ["ls-remote", authedUrl(project.repo_url, secret)], { env: GIT_ENV, reject: false }))
+      .exitCode === 0;
+
+  /** A pushed branch one commit ahead of main. */
+  async function topic(): Promise<string> {
+    branches += 1;
+    const name = `topic-${branches}`;
+    await work.git(["fetch", "-q", "origin"]);
+    await work.checkout(name, { create: true, from: "origin/main" });
+    await work.commit(name, { [`${name}.txt`]: `${name}\n` });
+    expect((await work.push(name)).code).toBe(0);
+    return name;
+  }
+
+  /** A running session with its sandbox, holding a session token and a service key, as provisioning leaves it. */
+  async function sandbox(options: { bind?: boolean } = {}) {
+    const sessionId = randomUUID();
+    await db.sql.query(
+      `insert into project_sessions (session_id, account_id, project_id, status, branch, base_ref, agent_name, created_by)
+       values ($1, $2, $3, 'running', $1, 'main', 'build', $4)`,
+      [sessionId, user.accountId, project.id, user.userId],
+    );
+    const minted = await api.services.tokens.mint({
+      userId: user.userId,
+      projectId: project.id,
+      name: `session ${sessionId}`,
+      sessionId,
+    });
+    const serviceKey = newSecret(SERVICE_KEY_PREFIX);
+    let sandboxId = "";
+    if (options.bind !== false) {
+      const [row] = await db.sql.query<{ sandbox_id: string }>(
+        `insert into session_sandboxes (session_id, project_id, status, service_key_hash, token_id)
+         values ($1, $2, 'active', $3, $4) returning sandbox_id`,
+        [sessionId, project.id, hashSecret(serviceKey), minted.id],
+      );
+      sandboxId = row!.sandbox_id;
+    }
+    return {
+      sessionId,
+      token: minted.token,
+      tokenId: minted.id,
+      serviceKey,
+      /** The sandbox row moves on and nobody revokes anything: what a missed revocation leaves behind. */
+      setStatus: (status: string) =>
+        db.sql.query("update session_sandboxes set status = $2 where sandbox_id = $1", [sandboxId, status]),
+    };
+  }
+
+  beforeAll(async () => {
+    db = await freshDatabase(kind);
+    api = await startApi(db.sql);
+    user = await seedUser(api.services);
+    project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Guarded" } })).body;
+    work = await workRepo(authedUrl(project.repo_url, user.token));
+    await work.commit("initial", { "README.md": "hello\n" });
+    expect((await work.push("main")).code).toBe(0);
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+
+  it("a session token opens, reads, edits, closes and reopens CRs, but cannot merge one (SPEC rule 4)", async () => {
+    const agent = as((await sandbox()).token);
+    const head = await topic();
+    const opened = await agent.post(crs(""), { title: "Agent work", head_ref: head });
+    expect(opened.status).toBe(201);
+    const id = opened.body.cr_id;
+    expect((await agent.get(crs(""))).status).toBe(200);
+    expect((await agent.get(crs(`/${id}`))).status).toBe(200);
+    expect((await agent.get(crs(`/${id}/diff`))).status).toBe(200);
+    expect((await agent.get(crs(`/${id}/merge-preview`))).body.can_merge).toBe(true);
+    expect((await agent.patch(crs(`/${id}`), { title: "Agent work, edited" })).status).toBe(200);
+    expect((await agent.post(crs(`/${id}/close`))).body.status).toBe("closed");
+    expect((await agent.post(crs(`/${id}/reopen`))).body.status).toBe("open");
+
+    const before = await mainTip();
+    for (const ref of [id, String(opened.body.number), `#${opened.body.number}`]) {
+      const merge = await agent.post(crs(`/${encodeURIComponent(ref)}/merge`), {});
+      expect(merge.status, ref).toBe(403);
+      expect(merge.body.code).toBe("PROJECT_TOKEN_NOT_ALLOWED");
+    }
+    expect((await agent.get(crs(`/${id}`))).body.change_request.status).toBe("open");
+    expect(await mainTip()).toBe(before);
+
+    // The person merges with their own login.
+    const merged = await as(user.token).post(crs(`/${id}/merge`), {});
+    expect(merged.status).toBe(200);
+    expect(merged.body).toMatchObject({ status: "merged", merged_by: user.userId });
+  });
+
+  it("`svc cr merge` inside the sandbox fails with exit 1 and leaves the CR open", async () => {
+    const agent = await sandbox();
+    const cr = (await as(agent.token).post(crs(""), { title: "Via the CLI", head_ref: await topic() })).body;
+    const env = {
+      ...cliHome().env,
+      SVC_CLI_TOKEN: agent.token,
+      SVC_EXECUTOR_TOKEN: agent.token,
+      SVC_API_URL: `${api.url}/v1`,
+      SVC_PROJECT_ID: project.id,
+    };
+    const show = await svc(["cr", "show", String(cr.number)], { env });
+    expect(show.code, show.stderr).toBe(0);
+    const merge = await svc(["cr", "merge", String(cr.number)], { env });
+    expect(merge.code).toBe(1);
+    expect(merge.stderr).toMatch(/merg/i);
+    expect((await as(user.token).get(crs(`/${cr.cr_id}`))).body.change_request.status).toBe("open");
+  });
+
+  it("a project token the user minted cannot merge either: merging takes a person's own login", async () => {
+    const minted = await as(user.token).post(`/v1/projects/${project.id}/cli-token`, { name: "ci" });
+    expect(minted.status).toBe(201);
+    const cr = (await as(user.token).post(crs(""), { title: "Scripted", head_ref: await topic() })).body;
+    const merge = await as(minted.body.token).post(crs(`/${cr.cr_id}/merge`), {});
+    expect(merge.status).toBe(403);
+    expect(merge.body.code).toBe("PROJECT_TOKEN_NOT_ALLOWED");
+  });
+
+  it("a project token mints no further tokens", async () => {
+    const userMinted = (await as(user.token).post(`/v1/projects/${project.id}/cli-token`)).body.token;
+    for (const token of [(await sandbox()).token, userMinted]) {
+      const again = await as(token).post(`/v1/projects/${project.id}/cli-token`, { name: "more" });
+      expect(again.status).toBe(403);
+      expect(again.body.code).toBe("PROJECT_TOKEN_NOT_ALLOWED");
+      expect((await as(token).post("/v1/accounts/tokens", {})).status).toBe(403);
+    }
+    expect((await as(user.token).post(`/v1/projects/${project.id}/cli-token`)).status).toBe(201);
+  });
+
+  it("a session token is refused once its sandbox is no longer live, revoked or not", async () => {
+    const project_ = `/v1/projects/${project.id}`;
+    // Used while live, then the sandbox stops without a revocation: refused within the 5 s lookup cache.
+    const stopped = await sandbox();
+    expect((await as(stopped.token).get(project_)).status).toBe(200);
+    expect(await gitReaches(stopped.token)).toBe(true);
+    await stopped.setStatus("stopped");
+    await expect.poll(async () => (await as(stopped.token).get(project_)).status, { timeout: 8000 }).toBe(401);
+    expect(await gitReaches(stopped.token)).toBe(false);
+
+    // Never used before its sandbox failed: refused at once.
+    const failed = await sandbox();
+    await failed.setStatus("error");
+    expect((await as(failed.token).get(project_)).status).toBe(401);
+    expect(await gitReaches(failed.token)).toBe(false);
+
+    // Its session was removed (the sandbox row goes with it).
+    const removed = await sandbox();
+    await db.sql.query("delete from project_sessions where session_id = $1", [removed.sessionId]);
+    expect((await as(removed.token).get(project_)).status).toBe(401);
+
+    // Minted for a session but never handed to a sandbox (a provisioning that died in between).
+    const orphan = await sandbox({ bind: false });
+    expect((await as(orphan.token).get(project_)).status).toBe(401);
+
+    // A revocation in this process applies at once, cache or not.
+    const revoked = await sandbox();
+    expect((await as(revoked.token).get(project_)).status).toBe(200);
+    await api.services.tokens.revoke(revoked.tokenId);
+    expect((await as(revoked.token).get(project_)).status).toBe(401);
+
+    // A project token a user minted is bound to no sandbox: it keeps working.
+    const userMinted = (await as(user.token).post(`${project_}/cli-token`)).body.token;
+    expect((await as(userMinted).get(project_)).status).toBe(200);
+  });
+
+  it("a clone credential stops working when its sandbox stops", async () => {
+    const credential = async (secret: string) => {
+      const res = await as(secret).get(`/v1/projects/${project.id}/git/clone-credential`);
+      expect(res.status).toBe(200);
+      return res.body.password as string;
+    };
+    const live = await sandbox();
+    // Fetched by the daemon with the service key, or by the agent's CLI with its session token.
+    const fromServiceKey = await credential(live.serviceKey);
+    const fromSessionToken = await credential(live.token);
+    const fromUser = await credential(user.token);
+    for (const secret of [fromServiceKey, fromSessionToken, fromUser]) expect(await gitReaches(secret)).toBe(true);
+
+    await live.setStatus("stopped");
+    // Credentials are looked up uncached: refused at once.
+    expect(await gitReaches(fromServiceKey)).toBe(false);
+    expect(await gitReaches(fromSessionToken)).toBe(false);
+    expect(await gitReaches(fromUser)).toBe(true);
+    expect((await as(live.serviceKey).get(`/v1/projects/${project.id}/git/clone-credential`)).status).toBe(401);
+  });
+});

@@ -1,0 +1,49 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { runHttpBackend } from "../../api/git/http-backend.ts";
+
+export type GitServer = {
+  /** `http://127.0.0.1:<port>`: a repository `<root>/x.git` is at `${url}/x.git`. */
+  url: string;
+  close(): Promise<void>;
+};
+
+/**
+ * The bare repositories under `root` on real git smart HTTP (`git http-backend`), fetch and push, no
+ * authentication: a stand-in for an external git host. Listens on loopback unless told otherwise (a server
+ * that sandboxes must reach listens on 0.0.0.0; they see the host as host.docker.internal).
+ */
+export async function serveGitRepos(root: string, options: { host?: string } = {}): Promise<GitServer> {
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://x");
+    void runHttpBackend(
+      {
+        method: req.method ?? "GET",
+        pathInfo: decodeURIComponent(url.pathname),
+        query: url.search.slice(1),
+        headers: req.headers,
+        body: req.method === "POST" ? req : undefined,
+        remoteUser: "external",
+        remoteAddr: req.socket.remoteAddress ?? "",
+      },
+      res,
+      {
+        GIT_PROJECT_ROOT: root,
+        GIT_CONFIG_COUNT: "1",
+        GIT_CONFIG_KEY_0: "http.receivepack",
+        GIT_CONFIG_VALUE_0: "true",
+      },
+    );
+  });
+  const host = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
