@@ -1,11 +1,21 @@
 /**
  * What the orchestrator needs from a sandbox backend. Docker implements it now (docker-driver.ts); a
  * Kubernetes driver would implement the same six calls plus image builds.
+ *
+ * Isolation is the driver's business and every driver provides it: a sandbox reaches the host (the API and the
+ * model gateway, by the host alias) and the outside world, never another sandbox's ports; its service port is
+ * reachable from the host only. Docker: one bridge network per installation without inter-container traffic;
+ * Kubernetes: a NetworkPolicy.
  */
+
+/** Names the installation a sandbox belongs to; a driver groups an installation's sandboxes by it. */
+export const INSTALLATION_LABEL = "dev.svc.installation";
+
 export type SandboxSpec = {
   name: string;
   image: string;
   env: Record<string, string>;
+  /** Metadata; INSTALLATION_LABEL among them places the sandbox with its installation's others. */
   labels: Record<string, string>;
   /** The daemon's port inside the sandbox; published on the host's loopback only. */
   servicePort: number;
