@@ -38,6 +38,9 @@ export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Pr
       config.branch,
       "-c",
       `credential.helper=!${selfPath} git-credential`,
+      // git then tells the helper the repository's path too: it answers for this repository only.
+      "-c",
+      "credential.useHttpPath=true",
       "-c",
       "push.default=current",
       "-c",

@@ -1,5 +1,6 @@
 import type { Readable } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { hashSecret } from "../../protocol/credential.ts";
 import type { CloneCredential } from "../../protocol/git.ts";
 import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
@@ -8,6 +9,7 @@ import { ApiError } from "../errors.ts";
 import { redactRepoUrl } from "../projects/routes.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
 import type { CloneCredentials } from "./clone-credentials.ts";
+import { type PushCredential, sessionBranchOf } from "./hooks.ts";
 import { runHttpBackend } from "./http-backend.ts";
 import type { Repositories } from "./repositories.ts";
 
@@ -43,7 +45,7 @@ function deny(reply: FastifyReply, status: number, message: string) {
 }
 
 type GitAccess =
-  | { ok: true; userId: string; role: "user" | "sandbox" }
+  | { ok: true; userId: string; role: "user" | "sandbox"; credential?: PushCredential }
   | { ok: false; status: number; message: string };
 
 /** Who is talking to git, and whether they may push the default branch (a person) or not (a sandbox). */
@@ -52,13 +54,14 @@ async function gitAccess(deps: GitRouteDeps, secret: string, projectId: string):
     const grant = await deps.cloneCredentials.lookup(secret);
     if (!grant) return { ok: false, status: 401, message: "clone credential expired or unknown" };
     if (grant.projectId !== projectId) return { ok: false, status: 403, message: "credential is for another project" };
-    return { ok: true, userId: grant.userId, role: "sandbox" };
+    return { ok: true, userId: grant.userId, role: "sandbox", credential: { cloneCredentialHash: hashSecret(secret) } };
   }
   try {
     const principal = await resolvePrincipal(deps, secret);
     await authorizeProject(deps, principal, projectId, false);
     if (principal.kind === "service") throw new Error("unreachable: service keys are refused above");
-    return { ok: true, userId: principal.userId, role: principal.kind === "user" ? "user" : "sandbox" };
+    if (principal.kind === "user") return { ok: true, userId: principal.userId, role: "user" };
+    return { ok: true, userId: principal.userId, role: "sandbox", credential: { tokenId: principal.tokenId } };
   } catch (err) {
     if (err instanceof ApiError) return { ok: false, status: err.status, message: err.message };
     throw err;
@@ -88,6 +91,9 @@ export function gitRoutes(deps: GitRouteDeps) {
         const project = await deps.projects.byId(projectId);
         if (project?.repo_kind !== "managed") return deny(reply, 404, "no managed repository for this project");
 
+        // The one branch a sandbox may delete: looked up for pushes only.
+        const pushBranch =
+          rest === "git-receive-pack" && who.credential ? await sessionBranchOf(deps.sql, who.credential) : "";
         reply.hijack();
         const query = req.url.includes("?") ? req.url.slice(req.url.indexOf("?") + 1) : "";
         await runHttpBackend(
@@ -105,6 +111,7 @@ export function gitRoutes(deps: GitRouteDeps) {
             GIT_PROJECT_ROOT: deps.reposDir,
             SVC_PUSH_ROLE: who.role,
             SVC_PROTECTED_BRANCH: project.default_branch,
+            SVC_PUSH_BRANCH: pushBranch,
             GIT_CONFIG_COUNT: "1",
             GIT_CONFIG_KEY_0: "core.hooksPath",
             GIT_CONFIG_VALUE_0: deps.hooksDir,

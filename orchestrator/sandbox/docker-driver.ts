@@ -25,6 +25,24 @@ function toOwner(labels: Record<string, string> | undefined): Partial<SandboxOwn
 // Enough for git, package managers and dev servers; nothing that reaches the host (no NET_ADMIN, SYS_ADMIN...).
 const CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"];
 
+/** Marks the networks this driver creates (with the installation's label beside it). */
+export const NETWORK_LABEL = "dev.svc.network";
+
+/**
+ * The bridge every sandbox of an installation joins. No inter-container traffic: the engine drops packets between
+ * two containers of this bridge (iptables), so a sandbox reaches the host (host.docker.internal, the gateway) and
+ * the internet, never another sandbox's ports. Ports published without an address bind the host's loopback.
+ * One network per installation rather than per sandbox: the engine's default address pools hold only ~30 bridges.
+ */
+const NETWORK_OPTIONS = {
+  "com.docker.network.bridge.enable_icc": "false",
+  "com.docker.network.bridge.host_binding_ipv4": "127.0.0.1",
+};
+
+export const sandboxNetworkName = (installation: string) => `svc-sandboxes-${installation}`;
+
+const statusOf = (err: unknown) => (err as { statusCode?: number }).statusCode;
+
 function toInfo(raw: Docker.ContainerInspectInfo, servicePort: number): SandboxInfo {
   const binding = raw.NetworkSettings?.Ports?.[`${servicePort}/tcp`]?.[0];
   return {
@@ -59,37 +77,99 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
   const docker = options.docker ?? new Docker();
   const port = `${options.servicePort}/tcp`;
 
+  // One lookup or creation per network and process; a failure is forgotten so the next sandbox tries again.
+  const networks = new Map<string, Promise<string>>();
+
+  /** The network of that name (by id): the oldest when a race left several, so every process picks the same. */
+  async function findNetwork(name: string): Promise<string | undefined> {
+    // The engine's name filter matches substrings.
+    const found = (await docker.listNetworks({ filters: { name: [name] } })).filter((n) => n.Name === name);
+    found.sort((a, b) => Date.parse(a.Created) - Date.parse(b.Created) || a.Id.localeCompare(b.Id));
+    return found[0]?.Id;
+  }
+
+  async function createNetwork(name: string, installation: string): Promise<string> {
+    const existing = await findNetwork(name);
+    if (existing) return existing;
+    let created: string | undefined;
+    try {
+      const network = await docker.createNetwork({
+        Name: name,
+        Driver: "bridge",
+        CheckDuplicate: true,
+        Options: NETWORK_OPTIONS,
+        Labels: { [NETWORK_LABEL]: "sandboxes", [LABELS.installationId]: installation },
+      });
+      created = network.id;
+    } catch (err) {
+      // 409: another process created it meanwhile.
+      if (statusOf(err) !== 409) throw err;
+    }
+    // The engine's duplicate check is not atomic: two creates can both succeed. Everyone keeps the oldest, and
+    // the loser removes its own (still empty) copy.
+    const chosen = await findNetwork(name);
+    if (!chosen) throw new Error(`the sandbox network ${name} vanished as it was created`);
+    if (created && created !== chosen) {
+      await docker
+        .getNetwork(created)
+        .remove()
+        .catch(() => {});
+    }
+    return chosen;
+  }
+
+  function ensureNetwork(installation: string): Promise<string> {
+    const name = sandboxNetworkName(installation);
+    let pending = networks.get(name);
+    if (!pending) {
+      pending = createNetwork(name, installation);
+      networks.set(name, pending);
+      pending.catch(() => networks.delete(name));
+    }
+    return pending;
+  }
+
   async function inspect(id: string): Promise<SandboxInfo | undefined> {
     try {
       return toInfo(await docker.getContainer(id).inspect(), options.servicePort);
     } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+      if (statusOf(err) === 404) return undefined;
       throw err;
     }
   }
 
   return withOrchestratorErrors({
     async create(spec: SandboxSpec) {
-      const container = await docker.createContainer({
-        name: spec.name,
-        Image: spec.image,
-        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: toLabels(spec.owner),
-        ExposedPorts: { [port]: {} },
-        HostConfig: {
-          PortBindings: { [port]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
-          ExtraHosts: ["host.docker.internal:host-gateway"],
-          Memory: spec.limits.memoryBytes,
-          NanoCpus: spec.limits.nanoCpus,
-          PidsLimit: spec.limits.pids,
-          Privileged: false,
-          CapDrop: ["ALL"],
-          CapAdd: CAPABILITIES,
-          SecurityOpt: ["no-new-privileges"],
-          Init: false,
-        },
-      });
-      return container.id;
+      const installation = spec.owner.installationId;
+      const createOn = (network: string) =>
+        docker.createContainer({
+          name: spec.name,
+          Image: spec.image,
+          Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+          Labels: toLabels(spec.owner),
+          ExposedPorts: { [port]: {} },
+          HostConfig: {
+            NetworkMode: network,
+            PortBindings: { [port]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
+            ExtraHosts: ["host.docker.internal:host-gateway"],
+            Memory: spec.limits.memoryBytes,
+            NanoCpus: spec.limits.nanoCpus,
+            PidsLimit: spec.limits.pids,
+            Privileged: false,
+            CapDrop: ["ALL"],
+            CapAdd: CAPABILITIES,
+            SecurityOpt: ["no-new-privileges"],
+            Init: false,
+          },
+        });
+      try {
+        return (await createOn(await ensureNetwork(installation))).id;
+      } catch (err) {
+        // The network was removed behind this process's back (`docker network prune`): make it again, once.
+        if (statusOf(err) !== 404 || !/network/i.test((err as Error).message)) throw err;
+        networks.delete(sandboxNetworkName(installation));
+        return (await createOn(await ensureNetwork(installation))).id;
+      }
     },
 
     async start(id: string) {
@@ -103,7 +183,7 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
       try {
         await docker.getContainer(id).stop({ t: 5 });
       } catch (err) {
-        const code = (err as { statusCode?: number }).statusCode;
+        const code = statusOf(err);
         if (code !== 304 && code !== 404) throw err;
       }
     },
@@ -113,7 +193,7 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
         await docker.getContainer(id).remove({ force: true, v: true });
       } catch (err) {
         // 404: already gone; 409: another removal of it is under way. Either way it is going.
-        const code = (err as { statusCode?: number }).statusCode;
+        const code = statusOf(err);
         if (code !== 404 && code !== 409) throw err;
       }
     },

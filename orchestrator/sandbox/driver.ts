@@ -2,11 +2,17 @@
  * What the orchestrator needs from a sandbox backend. Docker implements it now (docker-driver.ts); a
  * Kubernetes driver would implement the same six calls plus image builds. Failures reject with an
  * OrchestratorError (errors.ts), never with the backend's own error type.
+ *
+ * Isolation is the driver's business and every driver provides it: a sandbox reaches the host (the API and the
+ * model gateway, by the host alias) and the outside world, never another sandbox's ports; its service port is
+ * reachable from the host only. Docker: one bridge network per installation without inter-container traffic;
+ * Kubernetes: a NetworkPolicy.
  */
 
 /** Whose a sandbox is: the backend records it on the sandbox (Docker labels) and reports it back in listings. */
 export type SandboxOwner = {
-  /** The installation (one per database): the reconciler never touches another stack's sandboxes. */
+  /** The installation (one per database): the reconciler never touches another stack's sandboxes, and a driver
+   * groups an installation's sandboxes (Docker: on one network). */
   installationId: string;
   sandboxId: string;
   sessionId: string;

@@ -41,13 +41,32 @@ export function orchestratorFor(port: number, overrides: Partial<SandboxSettings
   };
 }
 
-/** Removes every container a test's project left, whatever state it is in. */
+/** Removes every container a test's project left, whatever state it is in, and then their installations' networks. */
 export async function removeProjectContainers(docker: Docker, projectId: string | undefined): Promise<void> {
   if (!projectId) return;
+  const installations = new Set<string>();
   for (const c of await docker.listContainers({ all: true, filters: { label: [`dev.svc.project=${projectId}`] } })) {
+    const installation = c.Labels?.["dev.svc.installation"];
+    if (installation) installations.add(installation);
     await docker
       .getContainer(c.Id)
       .remove({ force: true })
+      .catch(() => {});
+  }
+  for (const installation of installations) await removeInstallationNetworks(docker, installation);
+}
+
+/**
+ * The sandbox network the Docker driver made for a test's installation, once none of its containers is left: every
+ * test database is a new installation, and the engine's address pools hold only ~30 bridge networks.
+ */
+export async function removeInstallationNetworks(docker: Docker, installation: string): Promise<void> {
+  const label = `dev.svc.installation=${installation}`;
+  if ((await docker.listContainers({ all: true, filters: { label: [label] } })).length > 0) return;
+  for (const n of await docker.listNetworks({ filters: { label: [label] } })) {
+    await docker
+      .getNetwork(n.Id)
+      .remove()
       .catch(() => {});
   }
 }
@@ -56,4 +75,42 @@ export async function removeProjectContainers(docker: Docker, projectId: string 
 export async function containerEnv(docker: Docker, containerId: string): Promise<Record<string, string>> {
   const env = (await docker.getContainer(containerId).inspect()).Config.Env;
   return Object.fromEntries(env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
+}
+
+/** Runs a command in a container (as `docker exec` would) and returns its exit code and combined output. */
+export async function execIn(
+  docker: Docker,
+  containerId: string,
+  cmd: string[],
+  options: { env?: string[]; workingDir?: string } = {},
+): Promise<{ code: number; out: string }> {
+  const execution = await docker.getContainer(containerId).exec({
+    Cmd: cmd,
+    AttachStdout: true,
+    AttachStderr: true,
+    Env: options.env ?? [],
+    WorkingDir: options.workingDir ?? "/workspace",
+  });
+  const stream = await execution.start({});
+  const chunks: Buffer[] = [];
+  await new Promise<void>((resolve) => {
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    stream.on("end", () => resolve());
+  });
+  const { ExitCode } = await execution.inspect();
+  // Multiplexed stream: drop the 8-byte frame headers.
+  let out = "";
+  const buf = Buffer.concat(chunks);
+  for (let i = 0; i + 8 <= buf.length; ) {
+    const size = buf.readUInt32BE(i + 4);
+    out += buf.subarray(i + 8, i + 8 + size).toString();
+    i += 8 + size;
+  }
+  return { code: ExitCode ?? -1, out };
+}
+
+/** Starts a command in a container in the background (`docker exec -d`). */
+export async function execDetached(docker: Docker, containerId: string, cmd: string[]): Promise<void> {
+  const execution = await docker.getContainer(containerId).exec({ Cmd: cmd, WorkingDir: "/workspace" });
+  await execution.start({ Detach: true });
 }
