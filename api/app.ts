@@ -23,7 +23,8 @@ import { createPreviewCache } from "./git/merge-preview.ts";
 import { createRepositories } from "./git/repositories.ts";
 import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
-import { registerErrorHandler } from "./http/error-handler.ts";
+import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
+import { registerInputChecks } from "./http/validate.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
 import { createCipher } from "./secrets/cipher.ts";
@@ -145,6 +146,9 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
         if (!previews?.serveHost(req, res)) handler(req, res);
       }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    // The router's and the HTTP parser's own refusals answer in the catalogue's shape too.
+    frameworkErrors,
+    clientErrorHandler,
     logger: {
       level: options.logLevel ?? "info",
       // Tokens travel in these headers; they must never reach a log line.
@@ -166,6 +170,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   const [installation] = await options.sql.query<{ id: string }>("select id from installation");
   const services = createServices(options, installation!.id, (msg, extra) => app.log.warn(extra ?? {}, msg));
   registerErrorHandler(app);
+  registerInputChecks(app);
   registerAuthentication(app, services);
   await app.register(healthRoutes({ sql: options.sql, version: VERSION }));
   await app.register(accountRoutes(services));

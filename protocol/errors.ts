@@ -31,6 +31,8 @@ export const ErrorCode = z.enum([
   "SANDBOX_UNREACHABLE",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
+  "HEADERS_TOO_LARGE",
+  "REQUEST_TIMEOUT",
   "INTERNAL",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
