@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { chmodSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
@@ -71,6 +72,9 @@ export function createServices(
   log: (msg: string, extra?: Record<string, unknown>) => void,
 ) {
   const { sql } = options;
+  // Repositories, mirrors and hooks: only the owner may enter the data directory, whatever the umask was.
+  mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+  chmodSync(options.dataDir, 0o700);
   const instanceId = options.instanceId ?? randomUUID();
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");

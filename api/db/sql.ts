@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { chmodSync, mkdirSync } from "node:fs";
 import { PGlite } from "@electric-sql/pglite";
 import postgres from "postgres";
 
@@ -31,7 +31,11 @@ export async function openSql(options: SqlOptions): Promise<Sql> {
 type PgliteTx = Pick<PGlite, "query" | "exec">;
 
 async function openPglite(dir: string): Promise<Sql> {
-  if (!dir.startsWith("memory://")) mkdirSync(dir, { recursive: true });
+  if (!dir.startsWith("memory://")) {
+    // The database files are the user's data: only the owner may enter the directory, an older one included.
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+  }
   const db = await PGlite.create(dir);
   const wrap = (conn: PgliteTx, inTx: boolean): Sql => ({
     kind: "pglite",
