@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { chmodSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
@@ -21,7 +22,8 @@ import { createPreviewCache } from "./git/merge-preview.ts";
 import { createRepositories } from "./git/repositories.ts";
 import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
-import { registerErrorHandler } from "./http/error-handler.ts";
+import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
+import { registerInputChecks } from "./http/validate.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
 import { createCipher } from "./secrets/cipher.ts";
@@ -81,6 +83,9 @@ export function createServices(
   log: (msg: string, extra?: Record<string, unknown>) => void,
 ) {
   const { sql } = options;
+  // Repositories, mirrors and hooks: only the owner may enter the data directory, whatever the umask was.
+  mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+  chmodSync(options.dataDir, 0o700);
   const instanceId = options.instanceId ?? randomUUID();
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
@@ -170,6 +175,9 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
         if (!previews?.serveHost(req, res)) handler(req, res);
       }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    // The router's and the HTTP parser's own refusals answer in the catalogue's shape too.
+    frameworkErrors,
+    clientErrorHandler,
     logger: {
       level: options.logLevel ?? "info",
       // Tokens travel in these headers; they must never reach a log line.
@@ -191,6 +199,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   const [installation] = await options.sql.query<{ id: string }>("select id from installation");
   const services = createServices(options, installation!.id, (msg, extra) => app.log.warn(extra ?? {}, msg));
   registerErrorHandler(app);
+  registerInputChecks(app);
   registerAuthentication(app, services);
   await app.register(healthRoutes({ sql: options.sql, version: VERSION }));
   await app.register(accountRoutes(services));

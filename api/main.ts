@@ -8,6 +8,8 @@ import { loadConfig } from "./config.ts";
 import { migrate } from "./db/migrate.ts";
 import { openSql } from "./db/sql.ts";
 
+// Files the API creates (PGlite's, git's objects and refs) are its owner's alone, whatever umask it was started with.
+process.umask(0o077);
 const config = loadConfig();
 const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir });
 await migrate(sql);

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { BranchName } from "./project.ts";
+import { Metadata, SafeName, SafeText } from "./text.ts";
 
 export const ChangeRequestStatus = z.enum(["open", "merged", "closed"]);
 export type ChangeRequestStatus = z.infer<typeof ChangeRequestStatus>;
@@ -42,26 +43,26 @@ export type ListChangeRequestsQuery = z.infer<typeof ListChangeRequestsQuery>;
 
 export const CreateChangeRequestBody = z
   .object({
-    title: z.string().trim().min(1, "title must not be empty").max(500),
-    description: z.string().max(100_000).optional(),
+    title: SafeName.trim().min(1, "title must not be empty").max(500),
+    description: SafeText.max(100_000).optional(),
     head_ref: BranchName,
     base_ref: BranchName.optional(),
-    session_id: z.string().max(200).optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
+    session_id: SafeName.max(200).optional(),
+    metadata: Metadata.optional(),
   })
   .strict();
 export type CreateChangeRequestBody = z.infer<typeof CreateChangeRequestBody>;
 
 export const UpdateChangeRequestBody = z
   .object({
-    title: z.string().trim().min(1, "title must not be empty").max(500).optional(),
-    description: z.string().max(100_000).optional(),
+    title: SafeName.trim().min(1, "title must not be empty").max(500).optional(),
+    description: SafeText.max(100_000).optional(),
   })
   .strict()
   .refine((b) => b.title !== undefined || b.description !== undefined, "give title and/or description");
 export type UpdateChangeRequestBody = z.infer<typeof UpdateChangeRequestBody>;
 
-export const MergeChangeRequestBody = z.object({ message: z.string().trim().min(1).max(10_000).optional() }).strict();
+export const MergeChangeRequestBody = z.object({ message: SafeText.trim().min(1).max(10_000).optional() }).strict();
 export type MergeChangeRequestBody = z.infer<typeof MergeChangeRequestBody>;
 
 export const MergePreview = z.object({

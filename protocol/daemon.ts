@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { SafeName, SafeText } from "./text.ts";
 
 /** State of the agent runtime that svc-agent supervises on 127.0.0.1:4096. */
 export const AgentRuntimeState = z.enum(["starting", "running", "restarting", "stopped", "disabled"]);
@@ -36,9 +37,9 @@ export type DaemonHealth = z.infer<typeof DaemonHealth>;
  */
 export const PromptBody = z
   .object({
-    text: z.string().min(1).max(200_000),
-    session: z.string().min(1).max(200).optional(),
-    agent: z.string().min(1).max(100).optional(),
+    text: SafeText.min(1).max(200_000),
+    session: SafeName.min(1).max(200).optional(),
+    agent: SafeName.min(1).max(100).optional(),
     new: z.boolean().optional(),
   })
   .strict();
@@ -48,7 +49,7 @@ export const PromptAccepted = z.object({ session: z.string() });
 export type PromptAccepted = z.infer<typeof PromptAccepted>;
 
 /** POST /svc/abort: abort the current run (of one agent session, or of every busy one). */
-export const AbortBody = z.object({ session: z.string().min(1).max(200).optional() }).strict();
+export const AbortBody = z.object({ session: SafeName.min(1).max(200).optional() }).strict();
 export type AbortBody = z.infer<typeof AbortBody>;
 
 export const AbortResult = z.object({ aborted: z.array(z.string()) });
@@ -59,7 +60,7 @@ const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "not a variable nam
 /** POST /svc/env: change the agent runtime's environment; it restarts with the new values. */
 export const EnvBody = z
   .object({
-    set: z.record(EnvName, z.string().max(65_536)).default({}),
+    set: z.record(EnvName, SafeText.max(65_536)).default({}),
     unset: z.array(EnvName).default([]),
   })
   .strict();

@@ -33,6 +33,8 @@ export const ErrorCode = z.enum([
   "IMAGE_BUILD_FAILED",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
+  "HEADERS_TOO_LARGE",
+  "REQUEST_TIMEOUT",
   "INTERNAL",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

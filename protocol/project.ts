@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isSafeName, SafeName } from "./text.ts";
 
 export const RepoKind = z.enum(["managed", "external"]);
 export type RepoKind = z.infer<typeof RepoKind>;
@@ -9,17 +10,20 @@ export const Slug = z
   .max(63)
   .regex(/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/, "lowercase letters, digits and inner dashes only");
 
-function hasControlCharacter(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const code = s.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
-  }
-  return false;
-}
-
-/** The rules of `git check-ref-format --branch`, checked without spawning git. */
+/**
+ * The rules of `git check-ref-format --branch`, checked without spawning git: one shared rule for every branch a
+ * client names (a project's default branch, a CR's head and base, a session's base), so none can be read as an
+ * option (`-rf`, `--upload-pack=…`), a range (`a..b`), a reflog (`@{`) or a path out of refs/ (`../x`).
+ */
 export function isValidBranchName(name: string): boolean {
-  if (name === "@" || name.startsWith("-") || name.startsWith("/") || name.endsWith("/") || name.endsWith("."))
+  if (
+    name === "@" ||
+    name === "HEAD" ||
+    name.startsWith("-") ||
+    name.startsWith("/") ||
+    name.endsWith("/") ||
+    name.endsWith(".")
+  )
     return false;
   if (
     name.endsWith(".lock") ||
@@ -32,7 +36,7 @@ export function isValidBranchName(name: string): boolean {
     return false;
   }
   if (name.startsWith(".")) return false;
-  if (hasControlCharacter(name)) return false;
+  if (!isSafeName(name)) return false;
   return ![..." ~^:?*[\\"].some((ch) => name.includes(ch));
 }
 
@@ -51,7 +55,7 @@ const REPO_SCHEMES = new Set(["https:", "http:", "ssh:", "git:"]);
  * nothing git could read as an option (`-u…`). Lower-case schemes, no whitespace or control characters.
  */
 export function isAllowedRepoUrl(url: string): boolean {
-  if (hasControlCharacter(url) || /\s/.test(url) || url.includes("\\")) return false;
+  if (!isSafeName(url) || /\s/.test(url) || url.includes("\\")) return false;
   // `<transport>::<address>` hands the URL to a remote helper: `ext::` runs a command, `fd::` reads descriptors.
   if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url)) return false;
   if (/^[a-z]+:\/\//.test(url)) {
@@ -89,7 +93,7 @@ export type Project = z.infer<typeof Project>;
 
 export const CreateProjectBody = z
   .object({
-    name: z.string().trim().min(1).max(200),
+    name: SafeName.trim().min(1).max(200),
     slug: Slug.optional(),
     account_id: z.uuid().optional(),
     repo_url: RepoUrl.optional(),

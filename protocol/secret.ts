@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RESERVED_ENV_PREFIX } from "./env.ts";
+import { SafeName, SafeText } from "./text.ts";
 
 export const SecretName = z
   .string()
@@ -21,7 +22,8 @@ export type SecretList = z.infer<typeof SecretList>;
 /** PUT /v1/projects/{id}/secrets: upsert several at once. */
 export const SetSecretsBody = z
   .object({
-    secrets: z.record(z.string(), z.string().max(65_536)).superRefine((secrets, ctx) => {
+    /** Values become a sandbox's environment: a NUL there would fail every later session of the project. */
+    secrets: z.record(z.string(), SafeText.max(65_536)).superRefine((secrets, ctx) => {
       if (Object.keys(secrets).length === 0) ctx.addIssue({ code: "custom", message: "give at least one secret" });
       for (const name of Object.keys(secrets)) {
         const check = SecretName.safeParse(name);
@@ -34,5 +36,5 @@ export const SetSecretsBody = z
 export type SetSecretsBody = z.infer<typeof SetSecretsBody>;
 
 /** DELETE /v1/projects/{id}/secrets: remove several at once. */
-export const UnsetSecretsBody = z.object({ names: z.array(z.string().min(1).max(200)).min(1) }).strict();
+export const UnsetSecretsBody = z.object({ names: z.array(SafeName.min(1).max(200)).min(1) }).strict();
 export type UnsetSecretsBody = z.infer<typeof UnsetSecretsBody>;

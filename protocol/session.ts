@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { PromptBody } from "./daemon.ts";
+import { BranchName } from "./project.ts";
+import { SafeName, SafeText } from "./text.ts";
 
 export const SessionStatus = z.enum([
   "queued",
@@ -33,10 +35,11 @@ export type Session = z.infer<typeof Session>;
 
 export const CreateSessionBody = z
   .object({
-    prompt: z.string().min(1).max(200_000).optional(),
-    agent: z.string().min(1).max(100).optional(),
-    model: z.string().min(1).max(200).optional(),
-    base_ref: z.string().min(1).max(255).optional(),
+    prompt: SafeText.min(1).max(200_000).optional(),
+    agent: SafeName.min(1).max(100).optional(),
+    model: SafeName.min(1).max(200).optional(),
+    /** Validated like every branch a client names: `-rf`, `a..b` or `--upload-pack=…` never reach git. */
+    base_ref: BranchName.optional(),
   })
   .strict();
 export type CreateSessionBody = z.infer<typeof CreateSessionBody>;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { SafeName } from "./text.ts";
 
 export const TOKEN_PREFIX = "svc_pat_";
 export const SERVICE_KEY_PREFIX = "svc_sk_";
@@ -29,7 +30,7 @@ const expiresInDays = z.number().int().min(1).max(3650);
 
 export const MintUserTokenBody = z
   .object({
-    name: z.string().trim().min(1).max(200).optional(),
+    name: SafeName.trim().min(1).max(200).optional(),
     expires_in_days: expiresInDays.optional(),
   })
   .strict();

@@ -1,4 +1,5 @@
-import { mkdirSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import postgres from "postgres";
 
@@ -30,9 +31,25 @@ export async function openSql(options: SqlOptions): Promise<Sql> {
 
 type PgliteTx = Pick<PGlite, "query" | "exec">;
 
+/**
+ * Takes group and world access off everything under `dir`. PGlite writes its initial data files at 0666 with an
+ * explicit chmod, which no umask stops; files it creates later honour the umask (077 in api/main.ts).
+ */
+function ownerOnly(dir: string): void {
+  const st = lstatSync(dir);
+  if (st.isSymbolicLink()) return;
+  if (st.mode & 0o077) chmodSync(dir, st.mode & 0o700);
+  if (st.isDirectory()) for (const name of readdirSync(dir)) ownerOnly(join(dir, name));
+}
+
 async function openPglite(dir: string): Promise<Sql> {
-  if (!dir.startsWith("memory://")) mkdirSync(dir, { recursive: true });
+  if (!dir.startsWith("memory://")) {
+    // The database files are the user's data: only the owner may enter the directory, an older one included.
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+  }
   const db = await PGlite.create(dir);
+  if (!dir.startsWith("memory://")) ownerOnly(dir);
   const wrap = (conn: PgliteTx, inTx: boolean): Sql => ({
     kind: "pglite",
     async query<T>(text: string, params: unknown[] = []) {

@@ -57,7 +57,7 @@ exit $status
 /** Writes the hooks directory that every managed repository uses (via core.hooksPath); returns its path. */
 export function installHooks(dataDir: string): string {
   const dir = join(dataDir, "git-hooks");
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, "pre-receive");
   writeFileSync(file, PRE_RECEIVE);
   chmodSync(file, 0o755);

@@ -85,7 +85,7 @@ export function createRepositories(options: RepositoriesOptions) {
         const exists = await git(["rev-parse", "--is-bare-repository"], { dir, okCodes: [128] });
         if (exists.exitCode !== 0 || exists.stdout.trim() !== "true") {
           rmSync(dir, { recursive: true, force: true });
-          mkdirSync(join(options.dataDir, "mirrors"), { recursive: true });
+          mkdirSync(join(options.dataDir, "mirrors"), { recursive: true, mode: 0o700 });
           await git(["clone", "--mirror", "--quiet", "--", p.repo_url!, dir], {
             env: await remoteEnv(p),
             timeoutMs: 600_000,
@@ -154,7 +154,7 @@ export function createRepositories(options: RepositoriesOptions) {
 
     async initManaged(projectId: string, defaultBranch: string): Promise<void> {
       const dir = managedDir(projectId);
-      mkdirSync(dir, { recursive: true });
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
       await git(["init", "--bare", "--quiet", `--initial-branch=${defaultBranch}`, dir]);
     },
 

@@ -1,4 +1,5 @@
 import { execa } from "execa";
+import { redact as redactSecrets } from "../../protocol/redact.ts";
 
 export type GitResult = { stdout: string; stderr: string; exitCode: number };
 
@@ -10,20 +11,48 @@ export type GitOptions = {
   /** Exit codes that are answers rather than failures (e.g. 1 from merge-base or merge-tree). */
   okCodes?: number[];
   timeoutMs?: number;
+  /** Values that must never appear in an error (credentials in `env` headers are found on their own). */
+  secrets?: string[];
 };
 
-/** Credentials embedded in a URL (`scheme://user:secret@host`) never reach a message or a log line. */
-export function redact(text: string): string {
-  return text.replace(/([a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/gi, "$1***@");
+/** Credentials embedded in a URL (`scheme://user:secret@host`), and any of `secrets`, never reach a message or a log line. */
+export function redact(text: string, secrets: string[] = []): string {
+  return redactSecrets(text, secrets);
 }
 
+/**
+ * The credentials a git invocation carries in its environment: `http.<url>.extraHeader` values given through
+ * GIT_CONFIG_VALUE_<n> (api/git/repositories.ts), as the whole header, its token and its base64 user:password.
+ */
+export function credentialsIn(env: Record<string, string> = {}): string[] {
+  const found: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    const header = /^GIT_CONFIG_VALUE_\d+$/.test(name) ? /^Authorization:\s*(\S+)\s+(\S+)$/i.exec(value) : null;
+    if (!header) continue;
+    const token = header[2]!;
+    found.push(value, token);
+    if (header[1]!.toLowerCase() === "basic") {
+      const decoded = Buffer.from(token, "base64").toString("utf8");
+      found.push(decoded, decoded.slice(decoded.indexOf(":") + 1));
+    }
+  }
+  return found;
+}
+
+/** A failed git command; its message, arguments and stderr are redacted, as any of them may be logged. */
 export class GitError extends Error {
+  readonly args: string[];
+  readonly stderr: string;
   constructor(
-    readonly args: string[],
+    args: string[],
     readonly exitCode: number,
-    readonly stderr: string,
+    stderr: string,
+    secrets: string[] = [],
   ) {
-    super(`git ${args[0]} failed (${exitCode}): ${redact(stderr).trim().split("\n").slice(-3).join(" | ")}`);
+    const clean = redact(stderr, secrets);
+    super(`git ${args[0]} failed (${exitCode}): ${clean.trim().split("\n").slice(-3).join(" | ")}`);
+    this.args = args.map((arg) => redact(arg, secrets));
+    this.stderr = clean;
   }
 }
 
@@ -48,7 +77,8 @@ export async function git(args: string[], options: GitOptions = {}): Promise<Git
   });
   const exitCode = result.exitCode ?? -1;
   if (exitCode !== 0 && !(options.okCodes ?? []).includes(exitCode)) {
-    throw new GitError(args, exitCode, String(result.stderr ?? result.message));
+    const secrets = [...(options.secrets ?? []), ...credentialsIn(options.env)];
+    throw new GitError(args, exitCode, String(result.stderr ?? result.message), secrets);
   }
   return { stdout: String(result.stdout), stderr: String(result.stderr), exitCode };
 }

@@ -1,15 +1,25 @@
-import type { ServerResponse } from "node:http";
-import type { FastifyError, FastifyInstance } from "fastify";
+import { type ServerResponse, STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { OrchestratorError } from "../../orchestrator/errors.ts";
 import type { ErrorBody } from "../../protocol/errors.ts";
 import { ApiError, fromOrchestrator } from "../errors.ts";
 
-/** Fastify's own failures (body parsing, limits) mapped onto the catalogue's codes. */
+/** Fastify's own failures (body parsing, limits, routing) mapped onto the catalogue's codes. */
 const FASTIFY_CODES: Record<string, [number, ErrorBody["code"], string]> = {
   FST_ERR_CTP_BODY_TOO_LARGE: [413, "PAYLOAD_TOO_LARGE", "request body is too large"],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, "UNSUPPORTED_MEDIA_TYPE", "send JSON with content-type: application/json"],
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, "BAD_REQUEST", "request body is empty but content-type is JSON"],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, "BAD_REQUEST", "request body is not valid JSON"],
+  FST_ERR_BAD_URL: [400, "BAD_REQUEST", "the path is not a valid URL"],
+  FST_ERR_MAX_PARAM_LENGTH: [400, "VALIDATION_FAILED", "a path parameter is longer than 100 characters"],
+};
+
+/** Any other 4xx of the framework (an `FST_` code) keeps its class of answer, never a 500. */
+const FALLBACK_4XX: Record<number, [number, ErrorBody["code"], string]> = {
+  404: [404, "NOT_FOUND", "not found"],
+  413: FASTIFY_CODES.FST_ERR_CTP_BODY_TOO_LARGE!,
+  415: FASTIFY_CODES.FST_ERR_CTP_INVALID_MEDIA_TYPE!,
 };
 
 /** An error as the client sees it: the catalogue's status and body; anything unknown is a bare 500. */
@@ -35,17 +45,55 @@ export function writeError(res: ServerResponse, err: unknown): number {
   return status;
 }
 
+function known(err: FastifyError): [number, ErrorBody["code"], string] | undefined {
+  const byCode = err.code ? FASTIFY_CODES[err.code] : undefined;
+  if (byCode) return byCode;
+  const status = err.statusCode ?? 0;
+  const framework4xx = typeof err.code === "string" && err.code.startsWith("FST_") && status >= 400 && status < 500;
+  if (err instanceof SyntaxError || status === 400 || framework4xx) {
+    return FALLBACK_4XX[status] ?? [400, "BAD_REQUEST", "malformed request"];
+  }
+  return undefined;
+}
+
+/**
+ * Fastify's `frameworkErrors`: failures the router meets before any route (an over-long or undecodable path
+ * parameter) answer in the catalogue's shape too.
+ */
+export function frameworkErrors(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  const [status, code, error] = known(err) ?? [400, "BAD_REQUEST", "malformed request"];
+  reply.code(status).send({ error, code } satisfies ErrorBody);
+}
+
+/**
+ * Node's `clientError`: a request the HTTP parser refused (a request line or headers over the size limit, a
+ * malformed request, a timeout) gets the catalogue's shape before the connection closes.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, code, error]: [number, ErrorBody["code"], string] =
+    err.code === "HPE_HEADER_OVERFLOW"
+      ? [431, "HEADERS_TOO_LARGE", "the request line or headers are too large"]
+      : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? [408, "REQUEST_TIMEOUT", "the request took too long to arrive"]
+        : [400, "BAD_REQUEST", "malformed HTTP request"];
+  const body = JSON.stringify({ error, code } satisfies ErrorBody);
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}
+
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | ApiError | OrchestratorError, req, reply) => {
     if (err instanceof ApiError || err instanceof OrchestratorError) {
       const { status, body } = errorResponse(err);
       return reply.code(status).send(body);
     }
-    const known = err.code ? FASTIFY_CODES[err.code] : undefined;
-    if (known) return reply.code(known[0]).send({ error: known[2], code: known[1] } satisfies ErrorBody);
-    if (err instanceof SyntaxError || err.statusCode === 400) {
-      return reply.code(400).send({ error: "malformed request", code: "BAD_REQUEST" } satisfies ErrorBody);
-    }
+    const mapped = known(err);
+    if (mapped) return reply.code(mapped[0]).send({ error: mapped[2], code: mapped[1] } satisfies ErrorBody);
     // Internals stay in the log; the client gets a stable, secret-free message.
     req.log.error({ err }, "unhandled error");
     return reply.code(500).send({ error: "internal error", code: "INTERNAL" } satisfies ErrorBody);

@@ -1,3 +1,4 @@
+import { chmodSync, mkdirSync } from "node:fs";
 import { Me } from "../../../protocol/account.ts";
 import { hashSecret } from "../../../protocol/credential.ts";
 import { updateConfig } from "../../config-file.ts";
@@ -46,6 +47,9 @@ async function waitHealthy(paths: SelfHostPaths, origin: string, pid: number): P
 
 export async function startSelfHost(options: StartOptions): Promise<void> {
   const paths = selfHostPaths();
+  // The home holds the admin token, the secrets key and the data: its owner's alone, an existing one included.
+  mkdirSync(paths.home, { recursive: true, mode: 0o700 });
+  chmodSync(paths.home, 0o700);
   const state = ensureState(paths);
   const running = readPid(paths);
   if (running && isAlive(running)) {
