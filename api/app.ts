@@ -113,7 +113,8 @@ export function createServices(
       installationId,
       records: sessionStore,
       tokens: {
-        mint: ({ userId, projectId, sessionId }) => tokens.mint({ userId, projectId, name: `session ${sessionId}` }),
+        mint: ({ userId, projectId, sessionId }) =>
+          tokens.mint({ userId, projectId, sessionId, name: `session ${sessionId}` }),
         revoke: (tokenId) => tokens.revoke(tokenId),
       },
       secrets,

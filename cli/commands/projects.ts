@@ -58,9 +58,11 @@ export function projectsCommand(): Command {
 
   projects
     .command("create")
-    .description("register a project; with --repo, an external repository (any git URL or path)")
+    .description(
+      "register a project; with --repo, an external repository (https, http, ssh or git URL, or user@host:path)",
+    )
     .argument("<name>")
-    .option("--repo <url>", "external repository URL or path")
+    .option("--repo <url>", "external repository URL (https://, ssh://, git:// or user@host:path)")
     .option("--default-branch <branch>", "default branch (default main)")
     .option("--slug <slug>", "short name (default: from the name)")
     .option("--json", "output JSON")

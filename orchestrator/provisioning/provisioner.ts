@@ -1,6 +1,7 @@
 import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";
+import { redact } from "../../protocol/redact.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { OrchestratorError } from "../errors.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
@@ -69,6 +70,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
     let sandboxId: string | undefined;
     let containerId: string | undefined;
     let tokenId: string | undefined;
+    // Docker and git quote what they were given (env, URLs) in their errors: none of it is stored or logged.
+    const credentials: string[] = [settings.llm.apiKey ?? ""];
     try {
       const gitDir = await deps.repos.gitDir(project);
       const baseSha = (await deps.repos.tips(project))?.get(session.base_ref);
@@ -84,6 +87,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
       });
       tokenId = token.id;
       const serviceKey = newSecret(SERVICE_KEY_PREFIX);
+      credentials.push(token.token, serviceKey);
       sandboxId = await records.insertSandbox({
         sessionId: session.session_id,
         projectId: project.id,
@@ -98,6 +102,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
       });
       await records.updateSandbox(sandboxId, { image });
       const secrets = await deps.secrets.values(project.id);
+      credentials.push(...Object.values(secrets.values));
       const repoUrl =
         project.repo_kind === "managed"
           ? `${settings.sandboxApiOrigin}/git/${project.id}.git`
@@ -143,7 +148,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
         await teardown(sandboxId, containerId, tokenId, "stopped");
       }
     } catch (err) {
-      const message = describeFailure(err);
+      const message = redact(describeFailure(err), credentials);
       deps.log("provisioning failed", { session: session.session_id, error: message });
       if (sandboxId) await records.updateSandbox(sandboxId, { status: "error", error: message });
       await teardown(sandboxId, containerId, tokenId, "error").catch(() => {});
@@ -157,9 +162,10 @@ export function createProvisioner(deps: ProvisionerDeps) {
     tokenId: string | null | undefined,
     status: "stopped" | "error",
   ): Promise<void> {
-    if (containerId) await driver.remove(containerId);
+    // Credentials die first: a container the engine fails to remove must not keep a working token.
     if (tokenId) await deps.tokens.revoke(tokenId);
     if (sandboxId) await records.updateSandbox(sandboxId, { status });
+    if (containerId) await driver.remove(containerId);
   }
 
   return {
