@@ -38,8 +38,9 @@ export function parseRawNumstat(output: string): DiffFile[] {
     byPath.set(path, file);
   }
   while (i < tokens.length && tokens[i] !== "") {
-    const [adds, dels, inlinePath] = tokens[i]!.split("\t");
-    let path = inlinePath!;
+    // Only the first two tabs separate fields: a path may contain tabs itself.
+    const [adds, dels, ...pathParts] = tokens[i]!.split("\t");
+    let path = pathParts.join("\t");
     i += 1;
     if (path === "") {
       path = tokens[i + 1]!;
