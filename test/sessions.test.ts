@@ -8,6 +8,7 @@ import { createReconciler } from "../orchestrator/reconciler.ts";
 import { createDockerDriver } from "../orchestrator/sandbox/docker-driver.ts";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import type { TestDatabase } from "./support/databases.ts";
+import { execIn } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
@@ -36,27 +37,7 @@ describe("sessions on real Docker", () => {
     return list;
   }
 
-  async function exec(containerId: string, cmd: string[], env: string[] = []) {
-    const execution = await docker
-      .getContainer(containerId)
-      .exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Env: env, WorkingDir: "/workspace" });
-    const stream = await execution.start({});
-    const chunks: Buffer[] = [];
-    await new Promise<void>((resolve) => {
-      stream.on("data", (c: Buffer) => chunks.push(c));
-      stream.on("end", () => resolve());
-    });
-    const { ExitCode } = await execution.inspect();
-    // Multiplexed stream: drop the 8-byte frame headers.
-    let out = "";
-    const buf = Buffer.concat(chunks);
-    for (let i = 0; i + 8 <= buf.length; ) {
-      const size = buf.readUInt32BE(i + 4);
-      out += buf.subarray(i + 8, i + 8 + size).toString();
-      i += 8 + size;
-    }
-    return { code: ExitCode, out };
-  }
+  const exec = (containerId: string, cmd: string[], env: string[] = []) => execIn(docker, containerId, cmd, { env });
 
   beforeAll(async () => {
     sandboxed = await startSandboxedProject("Sandboxed");
