@@ -19,9 +19,9 @@ export function formatKeyPath(path: readonly PropertyKey[]): string {
 function splitKey(text: string): string[] {
   const parts: string[] = [];
   const re = /\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*(\.|$)/y;
-  let match: RegExpExecArray | null;
-  re.lastIndex = 0;
-  while (re.lastIndex < text.length && (match = re.exec(text))) {
+  while (re.lastIndex < text.length) {
+    const match = re.exec(text);
+    if (!match) break;
     parts.push(match[1] ?? match[2] ?? match[3] ?? "");
     if (match[4] === "") break;
   }
