@@ -24,6 +24,7 @@ import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
 import { registerInputChecks } from "./http/validate.ts";
+import { createManifestReader } from "./manifest/reader.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
 import { createCipher } from "./secrets/cipher.ts";
@@ -157,6 +158,7 @@ export function createServices(
     tokens,
     cloneCredentials: createCloneCredentials(sql),
     secrets,
+    manifests: createManifestReader({ repos, sql }),
     changeRequests: createChangeRequestService({
       store: createChangeRequestStore(sql),
       repos,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RESERVED_ENV_PREFIX } from "./env.ts";
+import { ManifestError } from "./manifest.ts";
 import { SafeName, SafeText } from "./text.ts";
 
 export const SecretName = z
@@ -16,7 +17,21 @@ export const SecretName = z
 export const SecretInfo = z.object({ name: z.string(), updated_at: z.string() });
 export type SecretInfo = z.infer<typeof SecretInfo>;
 
-export const SecretList = z.object({ secrets: z.array(SecretInfo), revision: z.number().int() });
+/** A variable the default branch's manifest (`[env]` of svc.toml) expects. */
+export const ExpectedEnv = z.object({ required: z.boolean(), description: z.string().optional() });
+export type ExpectedEnv = z.infer<typeof ExpectedEnv>;
+
+/**
+ * GET /v1/projects/{id}/secrets: the stored names, and what the manifest on the default branch expects (`env`,
+ * from its last good version when the current one is invalid, and then `manifest_error` says why).
+ */
+export const SecretList = z.object({
+  secrets: z.array(SecretInfo),
+  revision: z.number().int(),
+  env: z.record(z.string(), ExpectedEnv).default({}),
+  manifest_commit: z.string().nullable().default(null),
+  manifest_error: ManifestError.nullable().default(null),
+});
 export type SecretList = z.infer<typeof SecretList>;
 
 /** PUT /v1/projects/{id}/secrets: upsert several at once. */

@@ -6,6 +6,7 @@ import { parseDotenv } from "../cli/dotenv.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { type CliEnv, cliHome, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { authedUrl, workRepo } from "./support/git-fixture.ts";
 
 describe("project secrets: API and CLI", () => {
   let db: TestDatabase;
@@ -14,6 +15,7 @@ describe("project secrets: API and CLI", () => {
   let projectId: string;
   let env: CliEnv;
   let cwd: string;
+  let repoUrl: string;
 
   const secrets = (method: string, body?: unknown) =>
     call(api.url, method, `/v1/projects/${projectId}/secrets`, { token: user.token, body });
@@ -22,8 +24,9 @@ describe("project secrets: API and CLI", () => {
     db = await freshDatabase("pglite");
     api = await startApi(db.sql);
     user = await seedUser(api.services);
-    projectId = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Secretive" } })).body
-      .id;
+    const created = await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Secretive" } });
+    projectId = created.body.id;
+    repoUrl = authedUrl(created.body.repo_url, user.token);
     cwd = mkdtempSync(join(tmpdir(), "svc-secrets-"));
     env = { ...cliHome().env, SVC_CLI_TOKEN: user.token, SVC_API_URL: `${api.url}/v1`, SVC_PROJECT_ID: projectId };
   });
@@ -70,11 +73,12 @@ describe("project secrets: API and CLI", () => {
     expect(bare.stderr + bare.stdout).not.toContain("sk-live-forgot-the-name");
   });
 
-  it("lists names with the manifest's required-but-missing ones marked", async () => {
-    writeFileSync(
-      join(cwd, "svc.toml"),
-      "[env]\nOPENAI_API_KEY = { required = true }\nDB_PASSWORD = { required = true }\n",
-    );
+  it("lists names with the default branch manifest's required-but-missing ones marked", async () => {
+    const work = await workRepo(repoUrl);
+    await work.commit("manifest", {
+      "svc.toml": "[env]\nOPENAI_API_KEY = { required = true }\nDB_PASSWORD = { required = true }\n",
+    });
+    expect((await work.push("main")).code).toBe(0);
     const ls = await svc(["secrets", "ls"], { env, cwd });
     expect(ls.code, ls.stderr).toBe(0);
     expect(ls.stdout).toMatch(/OPENAI_API_KEY\tMISSING \(required\)/);

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { SecretList } from "../../protocol/secret.ts";
 import { parseDotenv } from "../dotenv.ts";
 import { CliError, usageError } from "../errors.ts";
-import { info, printJson } from "../output.ts";
+import { info, printJson, warn } from "../output.ts";
 import { projectCommand } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
@@ -19,19 +19,9 @@ async function readStdin(): Promise<string> {
     .replace(/\r?\n$/, "");
 }
 
-/** `[env]` of svc.toml in the current directory, for required-but-missing marks. */
-async function manifestEnv(): Promise<Record<string, { required?: boolean; description?: string }>> {
-  if (!existsSync("svc.toml")) return {};
-  const { parse } = await import("smol-toml");
-  try {
-    const manifest = parse(readFileSync("svc.toml", "utf8")) as { env?: Record<string, unknown> };
-    const env: Record<string, { required?: boolean; description?: string }> = {};
-    for (const [name, spec] of Object.entries(manifest.env ?? {}))
-      env[name] = typeof spec === "object" && spec ? (spec as object) : {};
-    return env;
-  } catch {
-    return {};
-  }
+/** The manifest in force is the default branch's: a broken one still lists its last good `[env]`, with why. */
+function warnManifestError(list: SecretList): void {
+  if (list.manifest_error) warn(`${list.manifest_error.message} (listing the last good manifest's [env])`);
 }
 
 export function secretsCommands(): Command[] {
@@ -39,11 +29,15 @@ export function secretsCommands(): Command[] {
   const withProject = (c: Command) => c.option("--project <id>", "project id or slug");
 
   withProject(
-    secrets.command("ls").description("secret names and the manifest's [env] spec").option("--json", "output JSON"),
+    secrets
+      .command("ls")
+      .description("secret names and the default branch manifest's [env] spec")
+      .option("--json", "output JSON"),
   ).action(async (_o, cmd: Command) => {
     const { opts, ctx, path } = projectCommand(cmd, "secrets");
     const list = await ctx.client.request("GET", path(), SecretList);
-    const spec = await manifestEnv();
+    const spec = list.env;
+    warnManifestError(list);
     const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(spec)]);
     const rows = [...names].sort().map((name) => {
       const stored = list.secrets.find((s) => s.name === name);
@@ -54,7 +48,13 @@ export function secretsCommands(): Command[] {
         updated_at: stored?.updated_at ?? null,
       };
     });
-    if (opts.json) return printJson({ secrets: rows, revision: list.revision });
+    if (opts.json)
+      return printJson({
+        secrets: rows,
+        revision: list.revision,
+        manifest_commit: list.manifest_commit,
+        manifest_error: list.manifest_error,
+      });
     if (rows.length === 0) return info("no secrets");
     printTable(
       rows.map((r) => [r.name, r.set ? "set" : r.required ? "MISSING (required)" : "not set", r.updated_at ?? ""]),
@@ -107,7 +107,8 @@ export function secretsCommands(): Command[] {
     const { opts: o, ctx, path } = projectCommand<{ out: string; force?: boolean }>(cmd, "secrets");
     if (existsSync(o.out) && !o.force) throw new CliError(`${o.out} exists; pass --force to overwrite it`);
     const list = await ctx.client.request("GET", path(), SecretList);
-    const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(await manifestEnv())]);
+    warnManifestError(list);
+    const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(list.env)]);
     writeFileSync(
       o.out,
       [...names]

@@ -15,12 +15,15 @@ config_dir = ".svc/agent"
 [env]
 # OPENAI_API_KEY = { required = true, description = "model key for the agent" }
 
-# Sessions started on a schedule. Example:
+# Sessions started on a schedule (svc triggers ls). Edits take effect once their CR merges. Example:
 # [[triggers]]
-# slug = "nightly-deps"
-# schedule = "0 3 * * *"
+# slug = "nightly-deps"            # lowercase letters, digits and '-'; unique in this file
+# schedule = "0 3 * * *"           # cron: minute hour day month weekday (a 6th field first = seconds)
+# timezone = "Europe/Berlin"       # optional IANA time zone
 # prompt = "Update dependencies and open a change request."
-# enabled = true
+# enabled = true                   # optional, default true
+# base_ref = "main"                # optional, default the default branch
+# agent = "build"                  # optional, default [agent].name
 `;
 }
 

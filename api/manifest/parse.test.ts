@@ -1,0 +1,134 @@
+import { describe, expect, it } from "vitest";
+import { parseManifest } from "./parse.ts";
+
+const VALID = `# a manifest
+[project]
+name = "demo"
+owner = "team-a"
+
+[agent]
+name = "build"
+
+[env]
+OPENAI_API_KEY = { required = true, description = "model key" }
+SENTRY_DSN = "error reporting"
+
+[[triggers]]
+slug = "nightly-deps"
+schedule = "0 3 * * *"
+timezone = "Europe/Berlin"
+prompt = "Update dependencies."
+
+[[triggers]]
+slug = "every-30s"
+schedule = "*/30 * * * * *"
+prompt = """
+Check the build.
+"""
+enabled = false
+base_ref = "develop"
+agent = "plan"
+
+[[apps]]
+name = "web"
+command = "npm start"
+port = 3000
+env = ["OPENAI_API_KEY"]
+health_path = "/health"
+`;
+
+function errorOf(text: string) {
+  const result = parseManifest(text);
+  if (!("error" in result)) throw new Error("expected an error");
+  return result.error;
+}
+
+describe("parseManifest", () => {
+  it("parses a full manifest with defaults filled in", () => {
+    const result = parseManifest(VALID);
+    if (!("manifest" in result)) throw new Error(result.error.message);
+    const m = result.manifest;
+    expect(m.project).toEqual({ name: "demo", owner: "team-a" });
+    expect(m.agent).toEqual({ name: "build", config_dir: ".svc/agent" });
+    expect(m.env).toEqual({
+      OPENAI_API_KEY: { required: true, description: "model key" },
+      SENTRY_DSN: { required: false, description: "error reporting" },
+    });
+    expect(m.triggers).toEqual([
+      {
+        slug: "nightly-deps",
+        schedule: "0 3 * * *",
+        timezone: "Europe/Berlin",
+        prompt: "Update dependencies.",
+        enabled: true,
+      },
+      {
+        slug: "every-30s",
+        schedule: "*/30 * * * * *",
+        prompt: "Check the build.\n",
+        enabled: false,
+        base_ref: "develop",
+        agent: "plan",
+      },
+    ]);
+    expect(m.apps).toEqual([
+      { name: "web", command: "npm start", port: 3000, env: ["OPENAI_API_KEY"], health_path: "/health" },
+    ]);
+  });
+
+  it("gives the empty default for an empty file", () => {
+    expect(parseManifest("")).toEqual({
+      manifest: { project: {}, agent: { config_dir: ".svc/agent" }, env: {}, triggers: [], apps: [] },
+    });
+  });
+
+  it("reports a TOML syntax error with its line", () => {
+    const error = errorOf('[project]\nname = "x"\n\n[env]\nA = = 1\n');
+    expect(error).toMatchObject({ line: 5, key: null });
+    expect(error.message).toMatch(/^svc\.toml \(line 5\): invalid TOML: /);
+  });
+
+  it("reports a bad schedule with its key and line", () => {
+    const error = errorOf(VALID.replace('schedule = "0 3 * * *"', 'schedule = "0 3 * *"'));
+    expect(error).toMatchObject({ key: "triggers[0].schedule", line: 15 });
+    expect(error.message).toContain("4 fields");
+    const chars = errorOf(VALID.replace('"*/30 * * * * *"', '"*/30 * * * * $(x)"'));
+    expect(chars).toMatchObject({ key: "triggers[1].schedule", line: 21 });
+  });
+
+  it("refuses a duplicate slug at the second one", () => {
+    const error = errorOf(VALID.replace('slug = "every-30s"', 'slug = "nightly-deps"'));
+    expect(error).toMatchObject({ key: "triggers[1].slug", line: 20 });
+    expect(error.message).toContain("duplicate trigger slug 'nightly-deps'");
+  });
+
+  it("flags SVC_ names in [env]", () => {
+    const error = errorOf(`${VALID}`.replace("SENTRY_DSN =", "SVC_TOKEN ="));
+    expect(error).toMatchObject({ key: "env.SVC_TOKEN", line: 11 });
+    expect(error.message).toContain("reserved");
+  });
+
+  it("refuses an unknown time zone", () => {
+    const error = errorOf(VALID.replace("Europe/Berlin", "Mars/Olympus"));
+    expect(error).toMatchObject({ key: "triggers[0].timezone", line: 16 });
+    expect(error.message).toContain("unknown time zone");
+  });
+
+  it("defaults enabled to true and checks slugs, base_ref and unknown keys", () => {
+    const one = (body: string) => parseManifest(`[[triggers]]\n${body}`);
+    const ok = one('slug = "a"\nschedule = "* * * * *"\nprompt = "p"\n');
+    expect(ok).toMatchObject({ manifest: { triggers: [{ slug: "a", enabled: true }] } });
+    expect(one('slug = "Bad_Slug"\nschedule = "* * * * *"\nprompt = "p"\n')).toMatchObject({
+      error: { key: "triggers[0].slug", line: 2 },
+    });
+    expect(one('slug = "a"\nschedule = "* * * * *"\nprompt = "p"\nbase_ref = "a..b"\n')).toMatchObject({
+      error: { key: "triggers[0].base_ref", line: 5 },
+    });
+    expect(one('slug = "a"\nschedul = "* * * * *"\nprompt = "p"\n')).toMatchObject({
+      error: { key: "triggers[0].schedule", line: 1 },
+    });
+    expect(one('slug = "a"\nschedule = "* * * * *"\nprompt = "p"\nenable = false\n')).toMatchObject({
+      error: { key: "triggers[0].enable", line: 5 },
+    });
+  });
+});

@@ -1,0 +1,152 @@
+import { z } from "zod";
+import { RESERVED_ENV_PREFIX } from "./env.ts";
+import { BranchName } from "./project.ts";
+
+/** The manifest's file name at the root of a project's repository. */
+export const MANIFEST_FILE = "svc.toml";
+export const DEFAULT_AGENT_CONFIG_DIR = ".svc/agent";
+
+export const TriggerSlug = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[a-z0-9-]+$/, "lowercase letters, digits and '-' only");
+
+const CRON_FIELD = /^[0-9A-Za-z*,/?#-]+$/;
+
+/** A cron expression: five fields (minute first), or six with seconds first. node-cron has the last word. */
+export const CronSchedule = z
+  .string()
+  .trim()
+  .min(1, "give a cron expression")
+  .superRefine((expr, ctx) => {
+    const fields = expr.split(/\s+/);
+    if (fields.length !== 5 && fields.length !== 6) {
+      ctx.addIssue({
+        code: "custom",
+        message: `'${expr}' has ${fields.length} fields; a cron schedule has 5 (minute hour day month weekday) or 6 (seconds first)`,
+      });
+      return;
+    }
+    const bad = fields.find((f) => !CRON_FIELD.test(f));
+    if (bad !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        message: `'${bad}' is not a cron field (digits, names, '*', ',', '-', '/' only)`,
+      });
+  });
+
+/** An IANA time zone the runtime knows (`Europe/Berlin`, `UTC`). */
+export const TimeZone = z
+  .string()
+  .min(1)
+  .refine((tz) => {
+    try {
+      new Intl.DateTimeFormat("en-US", { timeZone: tz });
+      return true;
+    } catch {
+      return false;
+    }
+  }, "unknown time zone");
+
+/** One `[[triggers]]` entry: a session started on a schedule. */
+export const TriggerSpec = z
+  .object({
+    slug: TriggerSlug,
+    schedule: CronSchedule,
+    timezone: TimeZone.optional(),
+    prompt: z.string().refine((p) => p.trim().length > 0, "give the prompt the session starts with"),
+    enabled: z.boolean().default(true),
+    /** The branch the session starts from; default the project's default branch. */
+    base_ref: BranchName.optional(),
+    /** The agent the session starts with; default `[agent].name`. */
+    agent: z.string().min(1).optional(),
+  })
+  .strict();
+export type TriggerSpec = z.infer<typeof TriggerSpec>;
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** One `[env]` entry: `NAME = { required = true, description = "…" }` or `NAME = "description"`. */
+export const EnvVarSpec = z.union(
+  [
+    z.string().transform((description) => ({ required: false, description })),
+    z.object({ required: z.boolean().default(false), description: z.string().optional() }).loose(),
+  ],
+  { error: 'a description string, or { required = true, description = "…" }' },
+);
+export type EnvVarSpec = z.infer<typeof EnvVarSpec>;
+
+/** `[env]`: the secrets the project expects. Values never live here: they are in the secrets manager. */
+export const EnvSpec = z.record(z.string(), EnvVarSpec).superRefine((env, ctx) => {
+  for (const name of Object.keys(env)) {
+    if (!ENV_NAME.test(name))
+      ctx.addIssue({
+        code: "custom",
+        path: [name],
+        message: "letters, digits and '_' only, not starting with a digit",
+      });
+    else if (name.toUpperCase().startsWith(RESERVED_ENV_PREFIX))
+      ctx.addIssue({
+        code: "custom",
+        path: [name],
+        message: `the ${RESERVED_ENV_PREFIX} prefix is reserved for the platform`,
+      });
+  }
+});
+export type EnvSpec = z.infer<typeof EnvSpec>;
+
+/** `[[apps]]`: parsed and validated only for now. */
+export const AppSpec = z
+  .object({
+    name: z.string().min(1),
+    build: z.string().optional(),
+    command: z.string().optional(),
+    port: z.number().int().min(1).max(65_535).optional(),
+    env: z.array(z.string()).optional(),
+    health_path: z.string().startsWith("/").optional(),
+  })
+  .loose();
+export type AppSpec = z.infer<typeof AppSpec>;
+
+export const ProjectSection = z.object({ name: z.string().optional() }).loose();
+export const AgentSection = z
+  .object({
+    name: z.string().min(1).optional(),
+    model: z.string().min(1).optional(),
+    config_dir: z.string().min(1).default(DEFAULT_AGENT_CONFIG_DIR),
+  })
+  .loose();
+
+/** `svc.toml` as read from the default branch. */
+export const Manifest = z
+  .object({
+    project: ProjectSection.prefault({}),
+    agent: AgentSection.prefault({}),
+    env: EnvSpec.prefault({}),
+    triggers: z.array(TriggerSpec).default([]),
+    apps: z.array(AppSpec).default([]),
+  })
+  .superRefine((m, ctx) => {
+    const seen = new Set<string>();
+    m.triggers.forEach((t, i) => {
+      if (seen.has(t.slug))
+        ctx.addIssue({ code: "custom", path: ["triggers", i, "slug"], message: `duplicate trigger slug '${t.slug}'` });
+      seen.add(t.slug);
+    });
+    const apps = new Set<string>();
+    m.apps.forEach((a, i) => {
+      if (apps.has(a.name))
+        ctx.addIssue({ code: "custom", path: ["apps", i, "name"], message: `duplicate app name '${a.name}'` });
+      apps.add(a.name);
+    });
+  });
+export type Manifest = z.infer<typeof Manifest>;
+
+/** Why a manifest was refused: the message, and where when known (1-based line, `triggers[1].schedule`). */
+export const ManifestError = z.object({
+  message: z.string(),
+  line: z.number().int().nullable(),
+  key: z.string().nullable(),
+});
+export type ManifestError = z.infer<typeof ManifestError>;
