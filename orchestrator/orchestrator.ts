@@ -1,8 +1,8 @@
 import type { Cluster } from "./cluster.ts";
 import { createIdleSweeper } from "./idle-sweeper.ts";
 import { platformImageResolver } from "./images/platform-image.ts";
-import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
 import type { TriggerPort } from "./ports.ts";
+import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
 import { createReconciler } from "./reconciler.ts";
 import { createTriggerScheduler } from "./triggers/scheduler.ts";
 

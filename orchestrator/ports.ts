@@ -74,7 +74,11 @@ export type SandboxRecords = {
 };
 
 /** A project's triggers as its default branch's manifest defines them (the last good manifest when invalid). */
-export type ProjectTriggers = { projectId: string; triggers: TriggerSpec[] };
+export type ProjectTriggers = {
+  projectId: string;
+  /** Null when the repository could not be read just now: the project's jobs stay as they are. */
+  triggers: TriggerSpec[] | null;
+};
 
 /** What the trigger scheduler needs: the manifests' triggers, the firing claims, sessions, runtime state. */
 export type TriggerPort = {
@@ -87,7 +91,11 @@ export type TriggerPort = {
    * it no longer runs) and
    * returns since when, with the newest instant claimed so far: what a catch-up after a restart needs.
    */
-  scheduled(projectId: string, slug: string, schedule: string | null): Promise<{ since: Date; lastClaimed: Date | null }>;
+  scheduled(
+    projectId: string,
+    slug: string,
+    schedule: string | null,
+  ): Promise<{ since: Date; lastClaimed: Date | null }>;
   /** Claims one scheduled instant (a unique row): true for exactly one caller across every API process. */
   claim(projectId: string, slug: string, scheduledAt: Date): Promise<boolean>;
   /**

@@ -63,6 +63,7 @@ export function createTriggerScheduler(options: SchedulerOptions) {
   }
 
   async function apply(pt: ProjectTriggers): Promise<void> {
+    if (!pt.triggers) return;
     const current = jobs.get(pt.projectId) ?? new Map<string, Job>();
     jobs.set(pt.projectId, current);
     const wanted = new Map<string, TriggerSpec>();
@@ -127,7 +128,8 @@ export function createTriggerScheduler(options: SchedulerOptions) {
     if (!running) return;
     const all = await port.projects();
     const seen = new Set(all.map((p) => p.projectId));
-    for (const projectId of jobs.keys()) if (!seen.has(projectId)) await serial(projectId, async () => dropProject(projectId));
+    for (const projectId of jobs.keys())
+      if (!seen.has(projectId)) await serial(projectId, async () => dropProject(projectId));
     await Promise.all(all.map((pt) => serial(pt.projectId, async () => (running ? apply(pt) : undefined))));
   }
 
