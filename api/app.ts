@@ -215,6 +215,7 @@ export function createServices(
     changeRequests,
     manifests,
     triggers,
+    triggerPort,
     onPushed: (projectId: string) => reloadTriggers(projectId),
   };
 }
