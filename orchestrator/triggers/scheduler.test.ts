@@ -92,6 +92,19 @@ describe("trigger scheduler", () => {
     expect(mem.fired.every((f) => f.slug === "tick")).toBe(true);
   });
 
+  it("fires an instant a blocked event loop made node-cron skip (over 1 s late), once", async () => {
+    const mem = memoryPort([trigger({ schedule: "*/5 * * * * *" })], { since: new Date(), lastClaimed: null });
+    await start(mem.port);
+    while (mem.fired.length === 0) await sleep(20);
+    const slot = mem.fired[0]!.at.getTime();
+    await sleep(slot + 4500 - Date.now());
+    while (Date.now() < slot + 7300) {
+      // busy: the instant slot + 5 s passes while no timer can run
+    }
+    await sleep(500);
+    expect(mem.fired.map((f) => f.at.getTime())).toEqual([slot, slot + 5000]);
+  });
+
   it("follows leadership and replaces a project's jobs on reload", async () => {
     let leads = false;
     const triggers = [trigger({ schedule: "0 0 1 1 *" })];

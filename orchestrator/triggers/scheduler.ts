@@ -19,7 +19,8 @@ export type SchedulerOptions = {
   leadCheckMs?: number;
 };
 
-type Job = { key: string; task: ScheduledTask };
+/** `lastSlot`: the newest instant this job fired; `missed`: the newest instant node-cron reported late. */
+type Job = { key: string; task: ScheduledTask; lastSlot: number; missed?: number };
 
 /** What of a trigger its job depends on: a change to any of it replaces the job. */
 const jobKey = (t: TriggerSpec) =>
@@ -85,15 +86,31 @@ export function createTriggerScheduler(options: SchedulerOptions) {
     for (const t of pt.triggers) if (!wanted.has(t.slug)) await port.scheduled(pt.projectId, t.slug, null);
     for (const [slug, t] of wanted) {
       if (current.has(slug)) continue;
-      const task = cron.schedule(schedule(t), (ctx) => fireAt(pt.projectId, t, wholeSecond(ctx.date)), {
+      const job: Job = { key: jobKey(t), task: undefined as unknown as ScheduledTask, lastSlot: 0 };
+      const onSlot = (at: Date) => {
+        job.lastSlot = Math.max(job.lastSlot, at.getTime());
+        return fireAt(pt.projectId, t, at);
+      };
+      job.task = cron.schedule(schedule(t), (ctx) => onSlot(wholeSecond(ctx.date)), {
         name: `${pt.projectId}/${slug}`,
         timezone: t.timezone,
         suppressMissedWarning: true,
       });
-      current.set(slug, { key: jobKey(t), task });
+      // A blocked event loop makes node-cron skip instants (1 s tolerance): the newest one skipped in a beat still
+      // fires, unless a later instant ran meanwhile; older ones are dropped, as after a restart.
+      job.task.on("execution:missed", (ctx) => {
+        job.missed = Math.max(job.missed ?? 0, wholeSecond(ctx.date).getTime());
+        setTimeout(() => {
+          const missed = job.missed;
+          job.missed = undefined;
+          if (missed && missed > job.lastSlot && Date.now() - missed <= catchUpMs) void onSlot(new Date(missed));
+        }, 50);
+      });
+      current.set(slug, job);
+      const task = job.task;
       const { since, lastClaimed } = await port.scheduled(pt.projectId, slug, t.schedule);
       const missed = lastMissed(task, lastClaimed && lastClaimed > since ? lastClaimed : since);
-      if (missed) void fireAt(pt.projectId, t, missed);
+      if (missed) void onSlot(missed);
     }
   }
 
