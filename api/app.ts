@@ -142,6 +142,7 @@ export function createServices(
       return { projectId, triggers: read ? read.manifest.triggers : null };
     },
     scheduled: (projectId, slug, schedule) => triggerStore.scheduled(projectId, slug, schedule),
+    mergedSince: (cursor) => triggerStore.mergedSince(cursor),
     claim: (projectId, slug, at) => triggers.claim(projectId, slug, at),
     async fire(projectId, trigger, at) {
       const project = await projects.byId(projectId);

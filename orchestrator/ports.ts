@@ -96,6 +96,11 @@ export type TriggerPort = {
     slug: string,
     schedule: string | null,
   ): Promise<{ since: Date; lastClaimed: Date | null }>;
+  /**
+   * Projects whose CRs merged since `cursor` (any API process merged them; null: start from now), and the cursor
+   * to ask with next time: how a merge received by a standby reaches the leader's jobs within a lead check.
+   */
+  mergedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }>;
   /** Claims one scheduled instant (a unique row): true for exactly one caller across every API process. */
   claim(projectId: string, slug: string, scheduledAt: Date): Promise<boolean>;
   /**

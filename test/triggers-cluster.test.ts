@@ -148,4 +148,48 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
         body: {},
       });
   }, 120_000);
+
+  it("a CR merged through the standby process reaches the leader's jobs within a lead check", async () => {
+    const clusters = {
+      a: await joinCluster(db.sql, { instanceId: a.services.instanceId }),
+      b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
+    };
+    const stops = [a, b].map((api, i) =>
+      api.services.orchestrator!.startBackgroundWork({ cluster: i === 0 ? clusters.a : clusters.b, idleMs: 3_600_000 }),
+    );
+    try {
+      const slugs = (api: TestApi) => api.services.orchestrator!.triggerScheduler!.scheduledSlugs(project.id);
+      for (let i = 0; i < 100 && slugs(a).length + slugs(b).length === 0; i++) await sleep(50);
+      const [leader, standby] = slugs(a).length > 0 ? [a, b] : [b, a];
+      expect(slugs(standby)).toEqual([]);
+      const repo = await workRepo(authedUrl(project.repo_url, user.token));
+      await repo.git(["fetch", "-q", "origin", "main"]);
+      await repo.checkout("more", { create: true, from: "origin/main" });
+      const current = (await repo.git(["show", "origin/main:svc.toml"])).stdout;
+      await repo.commit("more", {
+        "svc.toml": `${current}\n[[triggers]]\nslug = "yearly"\nschedule = "0 0 1 1 *"\nprompt = "y"\n`,
+      });
+      expect((await repo.push("more")).code).toBe(0);
+      const opts = { token: user.token, body: { title: "more", head_ref: "more" } };
+      const cr = await call(standby.url, "POST", `/v1/projects/${project.id}/change-requests`, opts);
+      const merged = await call(
+        standby.url,
+        "POST",
+        `/v1/projects/${project.id}/change-requests/${cr.body.number}/merge`,
+        {
+          token: user.token,
+          body: {},
+        },
+      );
+      expect(merged.status).toBe(200);
+      const at = Date.now();
+      for (let i = 0; i < 200 && !slugs(leader).includes("yearly"); i++) await sleep(50);
+      expect(slugs(leader)).toContain("yearly");
+      writeFileSync("/tmp/svc-trigger-standby-merge-ms.json", JSON.stringify(Date.now() - at));
+    } finally {
+      for (const stop of stops) stop();
+      await clusters.a.leave();
+      await clusters.b.leave();
+    }
+  }, 60_000);
 });

@@ -180,6 +180,22 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
     expect(JSON.parse(enabled.stdout).change_request.head_ref).toBe("svc/trigger-tick-enabled-1");
   }, 200_000);
 
+  it("a person's fast-forward push to main reschedules at once", async () => {
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.checkout("direct", { create: true, from: "origin/main" });
+    await repo.commit("direct", {
+      "svc.toml": `[[triggers]]\nslug = "yearly"\nschedule = "0 0 1 1 *"\ntimezone = "Europe/Paris"\nprompt = "happy new year"\n`,
+    });
+    expect((await repo.push("direct:main")).code).toBe(0);
+    const pushed = Date.now();
+    await until("the pushed schedule", async () => scheduled().join() === "yearly", 5000);
+    mergeToLive.push(Date.now() - pushed);
+    const list = (await api("GET", "/triggers")).body;
+    expect(list.triggers).toEqual([
+      expect.objectContaining({ slug: "yearly", timezone: "Europe/Paris", enabled: true, last_fired_at: null }),
+    ]);
+  }, 60_000);
+
   afterAll(async () => {
     const rows = await firings().catch(() => []);
     const ms = (a: Date, b: Date) => b.getTime() - a.getTime();

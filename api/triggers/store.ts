@@ -78,6 +78,18 @@ export function createTriggerStore(sql: Sql) {
       });
     },
 
+    /** Projects with a CR merged after `cursor` (less a margin for merges committing late), and the next cursor. */
+    async mergedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }> {
+      const [now] = await sql.query<{ now: Date }>("select now() as now");
+      if (cursor === null) return { projectIds: [], cursor: iso(now!.now) };
+      const rows = await sql.query<{ project_id: string }>(
+        `select distinct project_id from change_requests
+         where merged_at > $1::timestamptz - interval '2 seconds' and merged_at <= $2`,
+        [cursor, now!.now],
+      );
+      return { projectIds: rows.map((r) => r.project_id), cursor: iso(now!.now) };
+    },
+
     /** Every project's id (the scheduler's full resync). */
     async projectIds(): Promise<string[]> {
       return (await sql.query<{ id: string }>("select id from projects order by created_at")).map((r) => r.id);

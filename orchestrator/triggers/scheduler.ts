@@ -42,6 +42,7 @@ export function createTriggerScheduler(options: SchedulerOptions) {
   const queues = new Map<string, Promise<void>>();
   let lead: () => Promise<boolean> = async () => false;
   let running = false;
+  let mergeCursor: string | null = null;
   let timers: NodeJS.Timeout[] = [];
 
   async function fireAt(projectId: string, trigger: TriggerSpec, at: Date): Promise<void> {
@@ -161,7 +162,17 @@ export function createTriggerScheduler(options: SchedulerOptions) {
     if (leads && !running) {
       running = true;
       log("trigger scheduler started on this API process");
+      mergeCursor = (await port.mergedSince(null).catch(() => undefined))?.cursor ?? null;
       await resync().catch((err) => log("trigger resync failed", { error: (err as Error).message }));
+    } else if (leads && running) {
+      // Merges other API processes received since the last check.
+      try {
+        const merged = await port.mergedSince(mergeCursor);
+        mergeCursor = merged.cursor;
+        await Promise.all(merged.projectIds.map(reload));
+      } catch (err) {
+        log("trigger reload after merges failed", { error: (err as Error).message });
+      }
     } else if (!leads && running) {
       stopJobs();
       log("trigger scheduler stopped: this API process no longer leads");

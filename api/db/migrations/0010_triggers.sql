@@ -28,3 +28,6 @@ create table trigger_firings (
 
 -- Sessions a trigger spawned carry its slug (the column exists since 0001 on fresh installs).
 alter table project_sessions add column if not exists trigger_slug text;
+
+-- The leading scheduler asks every few seconds which projects had a CR merged (by any API process).
+create index change_requests_merged_at_idx on change_requests(merged_at) where merged_at is not null;
