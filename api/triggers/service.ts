@@ -131,6 +131,8 @@ export function createTriggerService(deps: TriggerServiceDeps) {
     /** Fires now, whether or not the trigger is enabled (its definition is what counts). */
     async fireNow(project: Project, slug: string): Promise<SessionRecord> {
       const trigger = await definition(project, slug);
+      if (!deps.sessions())
+        throw apiError("NOT_CONFIGURED", "sessions are unavailable: this server runs without a sandbox driver");
       const at = new Date();
       if (!(await store.claim(project.id, slug, at, deps.instanceId, true)))
         throw apiError("CONFLICT", `trigger '${slug}' fired at this very instant already`);
