@@ -76,6 +76,15 @@ describe("trigger scheduler", () => {
     expect(fresh.fired).toEqual([]);
   });
 
+  it("skips a trigger whose time zone is unknown and schedules the others", async () => {
+    const mem = memoryPort([trigger({ slug: "bad", timezone: "Mars/Olympus" }), trigger({ slug: "good" })], {
+      since: new Date(),
+      lastClaimed: null,
+    });
+    const s = await start(mem.port);
+    expect(s.scheduledSlugs("p1")).toEqual(["good"]);
+  });
+
   it("two schedulers sharing the claims fire each instant once; disabled triggers get no job", async () => {
     const mem = memoryPort([trigger(), trigger({ slug: "off", enabled: false })], {
       since: new Date(),

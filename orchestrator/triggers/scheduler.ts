@@ -92,11 +92,17 @@ export function createTriggerScheduler(options: SchedulerOptions) {
         job.lastSlot = Math.max(job.lastSlot, at.getTime());
         return fireAt(pt.projectId, t, at);
       };
-      job.task = cron.schedule(schedule(t), (ctx) => onSlot(wholeSecond(ctx.date)), {
-        name: `${pt.projectId}/${slug}`,
-        timezone: t.timezone,
-        suppressMissedWarning: true,
-      });
+      try {
+        job.task = cron.schedule(schedule(t), (ctx) => onSlot(wholeSecond(ctx.date)), {
+          name: `${pt.projectId}/${slug}`,
+          timezone: t.timezone,
+          suppressMissedWarning: true,
+        });
+      } catch (err) {
+        // An unknown time zone, say: this trigger waits for a fixed manifest, the project's others still run.
+        log("trigger could not be scheduled", { project: pt.projectId, trigger: slug, error: (err as Error).message });
+        continue;
+      }
       // A blocked event loop makes node-cron skip instants (1 s tolerance): the newest one skipped in a beat still
       // fires, unless a later instant ran meanwhile; older ones are dropped, as after a restart.
       job.task.on("execution:missed", (ctx) => {
@@ -184,6 +190,7 @@ export function createTriggerScheduler(options: SchedulerOptions) {
     /** Starts following leadership (`lead` from orchestrator/cluster.ts); returns when the first check is done. */
     async start(leadFn: () => Promise<boolean>): Promise<void> {
       lead = leadFn;
+      for (const t of timers) clearInterval(t);
       timers = [
         setInterval(() => void checkLead(), options.leadCheckMs ?? LEAD_CHECK_MS),
         setInterval(
