@@ -4,6 +4,7 @@ import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
 import { createOrchestrator, type Orchestrator } from "../orchestrator/orchestrator.ts";
+import type { TriggerPort } from "../orchestrator/ports.ts";
 import type { ProvisionerSettings } from "../orchestrator/provisioning/provisioner.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
@@ -38,9 +39,13 @@ import {
   createSessionService,
   SANDBOX_SERVICE_KEY_CONTEXT,
   type SandboxTarget,
+  type SessionService,
   type SessionSettings,
 } from "./sessions/service.ts";
 import { createSessionStore } from "./sessions/store.ts";
+import { triggerRoutes } from "./triggers/routes.ts";
+import { createTriggerService } from "./triggers/service.ts";
+import { createTriggerStore } from "./triggers/store.ts";
 import { createTtlCache } from "./ttl-cache.ts";
 
 /** The project secret that authenticates the service to a private external repository. */
@@ -91,6 +96,8 @@ export function createServices(
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
 
+  // The trigger scheduler exists once the orchestrator does; git and CR events reach it through this.
+  let reloadTriggers: (projectId: string) => void = () => {};
   const tokens = createTokenStore(sql);
   const cipher = options.secretsKey ? createCipher(options.secretsKey) : undefined;
   const secrets = createSecretStore(sql, cipher);
@@ -100,7 +107,50 @@ export function createServices(
     repoAccessUrl: options.repoAccess?.url,
     projectAccessToken: async (projectId) =>
       cipher ? (await secrets.values(projectId)).values[PROJECT_REPO_TOKEN_SECRET] : undefined,
+    onFetched: (projectId) => reloadTriggers(projectId),
   });
+  const manifests = createManifestReader({ repos, sql });
+  const projects = createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`);
+  const changeRequests = createChangeRequestService({
+    store: createChangeRequestStore(sql),
+    repos,
+    previews: createPreviewCache(),
+    onMerged: (project) => reloadTriggers(project.id),
+  });
+  const triggerStore = createTriggerStore(sql);
+  let sessions: SessionService | undefined;
+  const triggers = createTriggerService({
+    store: triggerStore,
+    manifests,
+    repos,
+    changeRequests,
+    sessions: () => sessions,
+    instanceId,
+  });
+
+  /** The trigger scheduler's port: manifests, claims and firings through the trigger service. */
+  const triggerPort: TriggerPort = {
+    async projects() {
+      const ids = await triggerStore.projectIds();
+      const all = await Promise.all(ids.map((id) => triggerPort.project(id)));
+      return all.filter((p) => p !== undefined);
+    },
+    async project(projectId) {
+      const project = await projects.byId(projectId);
+      if (!project) return undefined;
+      const read = await manifests.read(project).catch(() => undefined);
+      return { projectId, triggers: read ? read.manifest.triggers : null };
+    },
+    scheduled: (projectId, slug, schedule) => triggerStore.scheduled(projectId, slug, schedule),
+    mergedSince: (cursor) => triggerStore.mergedSince(cursor),
+    claim: (projectId, slug, at) => triggers.claim(projectId, slug, at),
+    async fire(projectId, trigger, at) {
+      const project = await projects.byId(projectId);
+      if (!project) return { error: "the project no longer exists" };
+      const out = await triggers.startClaimed(project, trigger, at);
+      return "error" in out ? { error: out.error.message } : { sessionId: out.session.session_id };
+    },
+  };
   const sessionStore = createSessionStore(sql);
   const sandboxTargets = createTtlCache<string, SandboxTarget>(SANDBOX_TARGET_TTL_MS);
 
@@ -126,12 +176,17 @@ export function createServices(
       },
       sealServiceKey: (key) => cipher?.encrypt(key, SANDBOX_SERVICE_KEY_CONTEXT) ?? null,
       onSandboxClosed: (sessionId) => sandboxTargets.delete(sessionId),
+      triggers: triggerPort,
       log,
     });
   }
 
   const orchestrator = options.orchestrator && composeOrchestrator(options.orchestrator);
-  const sessions =
+  if (orchestrator) {
+    reloadTriggers = (projectId) =>
+      void orchestrator.reloadTriggers(projectId).catch((err) => log("trigger reload failed", { error: String(err) }));
+  }
+  sessions =
     orchestrator &&
     createSessionService({
       store: sessionStore,
@@ -154,16 +209,15 @@ export function createServices(
     reposDir: join(options.dataDir, "repos"),
     hooksDir: installHooks(options.dataDir),
     accounts: createAccountStore(sql),
-    projects: createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`),
+    projects,
     tokens,
     cloneCredentials: createCloneCredentials(sql),
     secrets,
-    manifests: createManifestReader({ repos, sql }),
-    changeRequests: createChangeRequestService({
-      store: createChangeRequestStore(sql),
-      repos,
-      previews: createPreviewCache(),
-    }),
+    changeRequests,
+    manifests,
+    triggers,
+    triggerPort,
+    onPushed: (projectId: string) => reloadTriggers(projectId),
   };
 }
 
@@ -211,6 +265,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(gitRoutes(services));
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
+  await app.register(triggerRoutes(services));
   // One keep-alive pool per sandbox for everything the API forwards to it.
   const forward = createForwarder();
   await app.register(agentRoutes(services, forward));

@@ -9,11 +9,12 @@ import { secretsCommands } from "./commands/secrets.ts";
 import { selfHostCommand } from "./commands/self-host/index.ts";
 import { sessionsCommand } from "./commands/sessions.ts";
 import { shipCommand } from "./commands/ship.ts";
+import { triggersCommand } from "./commands/triggers.ts";
 import { usageError } from "./errors.ts";
 import { printLine } from "./output.ts";
 
 /** SPEC commands this build does not have yet: never mistaken for a new project's name. */
-const NOT_YET = ["triggers", "update", "uninstall", "channels"];
+const NOT_YET = ["update", "uninstall", "channels"];
 
 /** Edit distance, to tell a mistyped command from a new project's name. */
 function distance(a: string, b: string): number {
@@ -48,6 +49,7 @@ export function buildProgram(): Command {
   program.addCommand(projectsCommand());
   program.addCommand(crCommand());
   program.addCommand(sessionsCommand());
+  program.addCommand(triggersCommand());
   for (const cmd of secretsCommands()) program.addCommand(cmd);
   program.addCommand(shipCommand());
   program.addCommand(selfHostCommand());

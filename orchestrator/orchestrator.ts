@@ -1,8 +1,10 @@
 import type { Cluster } from "./cluster.ts";
 import { createIdleSweeper } from "./idle-sweeper.ts";
 import { platformImageResolver } from "./images/platform-image.ts";
+import type { TriggerPort } from "./ports.ts";
 import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
 import { createReconciler } from "./reconciler.ts";
+import { createTriggerScheduler } from "./triggers/scheduler.ts";
 
 const TICK_MS = 30_000;
 
@@ -10,6 +12,8 @@ export type OrchestratorDeps = Omit<ProvisionerDeps, "platformImage"> & {
   /** Package root (images/sandbox, dist/sandbox) and the image the sandbox image builds on. */
   root: string;
   baseImage: string;
+  /** The manifests' triggers and their firings; without it nothing is scheduled. */
+  triggers?: TriggerPort;
 };
 
 /**
@@ -22,9 +26,12 @@ export function createOrchestrator(deps: OrchestratorDeps) {
     platformImage: platformImageResolver(deps.driver, { root: deps.root, baseImage: deps.baseImage }),
   });
 
+  const triggers = deps.triggers && createTriggerScheduler({ port: deps.triggers, log: deps.log });
+
   /**
    * Reconciles at start and then, with the idle sweep, on a timer, while this process leads (the others keep
-   * asking, so one takes over within a tick when the leader dies). Returns the function that stops.
+   * asking, so one takes over within a tick when the leader dies), and runs the trigger scheduler while leading.
+   * Returns the function that stops.
    */
   function startBackgroundWork(options: { cluster: Cluster; idleMs: number }): () => void {
     const { cluster } = options;
@@ -55,12 +62,20 @@ export function createOrchestrator(deps: OrchestratorDeps) {
       setInterval(whileLeading("reconcile", reconcile), TICK_MS),
       setInterval(whileLeading("idle sweep", sweep), TICK_MS),
     ];
+    void triggers?.start(cluster.lead);
     return () => {
       for (const t of timers) clearInterval(t);
+      triggers?.stop();
     };
   }
 
-  return { provisioner, startBackgroundWork };
+  return {
+    provisioner,
+    startBackgroundWork,
+    /** Rebuilds a project's trigger jobs from its default branch (a no-op while this process does not lead). */
+    reloadTriggers: (projectId: string) => triggers?.reload(projectId) ?? Promise.resolve(),
+    triggerScheduler: triggers,
+  };
 }
 
 export type Orchestrator = ReturnType<typeof createOrchestrator>;

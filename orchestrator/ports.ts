@@ -1,3 +1,4 @@
+import type { TriggerSpec } from "../protocol/manifest.ts";
 import type { Project } from "../protocol/project.ts";
 import type { SandboxStatus, Session, SessionStatus } from "../protocol/session.ts";
 
@@ -70,6 +71,43 @@ export type SandboxRecords = {
     fields?: { error?: string | null; sandboxUrl?: string | null; provisioner?: string },
   ): Promise<boolean>;
   touchActivity(sandboxId: string, at: string): Promise<void>;
+};
+
+/** A project's triggers as its default branch's manifest defines them (the last good manifest when invalid). */
+export type ProjectTriggers = {
+  projectId: string;
+  /** Null when the repository could not be read just now: the project's jobs stay as they are. */
+  triggers: TriggerSpec[] | null;
+};
+
+/** What the trigger scheduler needs: the manifests' triggers, the firing claims, sessions, runtime state. */
+export type TriggerPort = {
+  /** Every project with its triggers. */
+  projects(): Promise<ProjectTriggers[]>;
+  /** One project's triggers, re-read now; undefined when the project is gone. */
+  project(projectId: string): Promise<ProjectTriggers | undefined>;
+  /**
+   * Records that `schedule` runs for this trigger (from now on, unless it already ran with this schedule; null:
+   * it no longer runs) and
+   * returns since when, with the newest instant claimed so far: what a catch-up after a restart needs.
+   */
+  scheduled(
+    projectId: string,
+    slug: string,
+    schedule: string | null,
+  ): Promise<{ since: Date; lastClaimed: Date | null }>;
+  /**
+   * Projects whose CRs merged since `cursor` (any API process merged them; null: start from now), and the cursor
+   * to ask with next time: how a merge received by a standby reaches the leader's jobs within a lead check.
+   */
+  mergedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }>;
+  /** Claims one scheduled instant (a unique row): true for exactly one caller across every API process. */
+  claim(projectId: string, slug: string, scheduledAt: Date): Promise<boolean>;
+  /**
+   * Creates the session as `sessions new --prompt` would, recording the trigger on it and the outcome on the
+   * claim and the trigger's state; a refusal (the session cap, a vanished project) comes back as `error`.
+   */
+  fire(projectId: string, trigger: TriggerSpec, scheduledAt: Date): Promise<{ sessionId: string } | { error: string }>;
 };
 
 export type Log = (msg: string, extra?: Record<string, unknown>) => void;

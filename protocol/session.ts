@@ -28,6 +28,8 @@ export const Session = z.object({
   sandbox_url: z.string().nullable(),
   error: z.string().nullable(),
   created_by: z.uuid(),
+  /** The manifest trigger that spawned the session (its slug), null for one a person or agent created. */
+  trigger: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
 });

@@ -28,6 +28,7 @@ function session(id: Ending, created_at: string): Session {
     sandbox_url: null,
     error: null,
     created_by: randomUUID(),
+    trigger: null,
     created_at,
     updated_at: created_at,
   };

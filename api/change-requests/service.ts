@@ -17,7 +17,13 @@ import { isUuid } from "../projects/store.ts";
 import { createKeyedMutex } from "./keyed-mutex.ts";
 import type { ChangeRequestStore } from "./store.ts";
 
-export type ChangeRequestDeps = { store: ChangeRequestStore; repos: Repositories; previews: PreviewCache };
+export type ChangeRequestDeps = {
+  store: ChangeRequestStore;
+  repos: Repositories;
+  previews: PreviewCache;
+  /** Told after a CR merged (its base branch moved): e.g. the trigger scheduler re-reads the manifest. */
+  onMerged?: (project: Project, cr: ChangeRequest) => void;
+};
 
 const MERGE_ATTEMPTS = 3;
 
@@ -189,7 +195,10 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         for (let attempt = 0; attempt < MERGE_ATTEMPTS; attempt++) {
           try {
             const merged = await mergeOnce(project, cr, userId, message);
-            if (merged) return merged;
+            if (merged) {
+              deps.onMerged?.(project, merged);
+              return merged;
+            }
           } catch (err) {
             if (err instanceof RepoUnavailableError)
               throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");

@@ -30,6 +30,8 @@ export type RepositoriesOptions = {
   repoAccessUrl?: string;
   /** A project's own token for its external repository (its `GIT_ACCESS_TOKEN` secret). */
   projectAccessToken?: (projectId: string) => Promise<string | undefined>;
+  /** Called after an external mirror was fetched (its default branch may have moved). */
+  onFetched?: (projectId: string) => void;
 };
 
 /**
@@ -110,6 +112,7 @@ export function createRepositories(options: RepositoriesOptions) {
         .then(() => {
           fetchedAt.set(p.id, Date.now());
           tipsCache.invalidate(mirrorDir(p.id));
+          options.onFetched?.(p.id);
         })
         .finally(() => fetching.delete(p.id));
       fetching.set(p.id, pending);

@@ -20,6 +20,8 @@ export type GitRouteDeps = AuthDeps & {
   cloneCredentials: CloneCredentials;
   reposDir: string;
   hooksDir: string;
+  /** Told after a push to a managed repository was received (a person may have moved the default branch). */
+  onPushed?: (projectId: string) => void;
 };
 
 /** Only the smart protocol's three endpoints: no dumb-HTTP file access into the repository. */
@@ -96,7 +98,7 @@ export function gitRoutes(deps: GitRouteDeps) {
           rest === "git-receive-pack" && who.credential ? await sessionBranchOf(deps.sql, who.credential) : "";
         reply.hijack();
         const query = req.url.includes("?") ? req.url.slice(req.url.indexOf("?") + 1) : "";
-        await runHttpBackend(
+        const exitCode = await runHttpBackend(
           {
             method: req.method,
             pathInfo: `/${projectId}.git/${rest}`,
@@ -117,7 +119,10 @@ export function gitRoutes(deps: GitRouteDeps) {
             GIT_CONFIG_VALUE_0: deps.hooksDir,
           },
         );
-        if (rest === "git-receive-pack") deps.repos.invalidate(project);
+        if (rest === "git-receive-pack") {
+          deps.repos.invalidate(project);
+          if (exitCode === 0) deps.onPushed?.(project.id);
+        }
       },
     });
 

@@ -61,7 +61,13 @@ export function createSessionService(deps: SessionServiceDeps) {
   }
 
   return {
-    async create(project: Project, body: CreateSessionBody, userId: string): Promise<SessionRecord> {
+    /** `trigger`: the slug of the manifest trigger that spawns it (recorded on the session). */
+    async create(
+      project: Project,
+      body: CreateSessionBody,
+      userId: string,
+      options: { trigger?: string } = {},
+    ): Promise<SessionRecord> {
       const created = await store.createWithinCap({
         accountId: project.account_id,
         projectId: project.id,
@@ -70,6 +76,7 @@ export function createSessionService(deps: SessionServiceDeps) {
         agentModel: body.model ?? null,
         initialPrompt: body.prompt ?? null,
         createdBy: userId,
+        trigger: options.trigger ?? null,
         cap: settings.sessionCap,
         provisioner: deps.instanceId,
       });

@@ -11,7 +11,7 @@ type SessionRow = Omit<Session, "created_at" | "updated_at"> & {
 };
 
 const SESSION_COLUMNS = `session_id, project_id, account_id, status, branch, base_ref, agent_name, agent_model,
-  initial_prompt, sandbox_url, error, created_by, created_at, updated_at`;
+  initial_prompt, sandbox_url, error, created_by, trigger_slug as trigger, created_at, updated_at`;
 
 export type SessionRecord = Session & { account_id: string; initial_prompt: string | null };
 
@@ -36,6 +36,8 @@ export function createSessionStore(sql: Sql) {
       agentModel: string | null;
       initialPrompt: string | null;
       createdBy: string;
+      /** The manifest trigger that spawns it, if any. */
+      trigger?: string | null;
       cap: number;
       /** The API process that provisions it (cluster.ts). */
       provisioner: string;
@@ -50,8 +52,8 @@ export function createSessionStore(sql: Sql) {
         if (count!.n >= input.cap) return { current: count!.n };
         const [row] = await tx.query<SessionRow>(
           `insert into project_sessions (session_id, account_id, project_id, status, branch, base_ref, agent_name, agent_model,
-             initial_prompt, created_by, provisioner)
-           values ($1, $2, $3, 'provisioning', $1, $4, $5, $6, $7, $8, $9) returning ${SESSION_COLUMNS}`,
+             initial_prompt, created_by, provisioner, trigger_slug)
+           values ($1, $2, $3, 'provisioning', $1, $4, $5, $6, $7, $8, $9, $10) returning ${SESSION_COLUMNS}`,
           [
             crypto.randomUUID(),
             input.accountId,
@@ -62,6 +64,7 @@ export function createSessionStore(sql: Sql) {
             input.initialPrompt,
             input.createdBy,
             input.provisioner,
+            input.trigger ?? null,
           ],
         );
         return { session: toSession(row!) };

@@ -24,6 +24,7 @@ function printSession(s: Session): void {
       `base:     ${s.base_ref}`,
       `agent:    ${s.agent_name}${s.agent_model ? ` (${s.agent_model})` : ""}`,
       `sandbox:  ${s.sandbox_url ?? "-"}`,
+      `trigger:  ${s.trigger ?? "-"}`,
       `error:    ${s.error ?? "-"}`,
     ].join("\n"),
   );
@@ -39,8 +40,8 @@ export function sessionsCommand(): Command {
     if (opts.json) return printJson(list);
     if (list.length === 0) return info("no sessions yet: 'svc sessions new'");
     printTable(
-      list.map((s) => [s.session_id, s.status, s.base_ref, s.agent_name, s.created_at]),
-      { header: ["SESSION", "STATUS", "BASE", "AGENT", "CREATED"] },
+      list.map((s) => [s.session_id, s.status, s.base_ref, s.agent_name, s.trigger ?? "-", s.created_at]),
+      { header: ["SESSION", "STATUS", "BASE", "AGENT", "TRIGGER", "CREATED"] },
     );
   });
 

@@ -26,6 +26,7 @@ const session: SessionToProvision = {
   sandbox_url: null,
   error: null,
   created_by: "1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d",
+  trigger: null,
   created_at: "2026-11-23T00:00:00.000Z",
   updated_at: "2026-11-23T00:00:00.000Z",
   initial_prompt: null,

@@ -1,0 +1,195 @@
+import { writeFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Cluster, joinCluster } from "../orchestrator/cluster.ts";
+import type { TriggerPort } from "../orchestrator/ports.ts";
+import { createTriggerScheduler } from "../orchestrator/triggers/scheduler.ts";
+import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
+import { freePort } from "./support/cli.ts";
+import { freshDatabase, type TestDatabase } from "./support/databases.ts";
+import {
+  orchestratorFor,
+  removeInstallationNetworks,
+  removeProjectContainers,
+  requireDocker,
+} from "./support/docker.ts";
+import { authedUrl, workRepo } from "./support/git-fixture.ts";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A 6-field UTC expression matching exactly one second of the day: `at`. */
+const onlyAt = (at: Date) => `${at.getUTCSeconds()} ${at.getUTCMinutes()} ${at.getUTCHours()} * * *`;
+
+describe("trigger firings with two API processes on one PostgreSQL (real server, cron, git, Docker)", () => {
+  let db: TestDatabase;
+  let a: TestApi;
+  let b: TestApi;
+  let project: { id: string; repo_url: string };
+  let user: Awaited<ReturnType<typeof seedUser>>;
+
+  beforeAll(async () => {
+    await requireDocker();
+    db = await freshDatabase("postgres");
+    const [portA, portB] = [await freePort(), await freePort()];
+    a = await startApi(db.sql, { host: "0.0.0.0", port: portA, orchestrator: orchestratorFor(portA) });
+    b = await startApi(db.sql, {
+      host: "0.0.0.0",
+      port: portB,
+      orchestrator: orchestratorFor(portB),
+      dataDir: a.dataDir,
+    });
+    user = await seedUser(a.services);
+    project = (await call(a.url, "POST", "/v1/projects", { token: user.token, body: { name: "Cron" } })).body;
+  }, 300_000);
+  afterAll(async () => {
+    const docker = await requireDocker();
+    await removeProjectContainers(docker, project?.id);
+    await removeInstallationNetworks(docker, a.services.installationId);
+    await a?.close();
+    await b?.close();
+    await db?.drop();
+  });
+
+  const sessionsOf = async (slug: string) =>
+    db.sql.query<{ session_id: string }>(
+      "select session_id from project_sessions where project_id = $1 and trigger_slug = $2",
+      [project.id, slug],
+    );
+  const firingsOf = async (slug: string) =>
+    db.sql.query("select scheduled_at from trigger_firings where project_id = $1 and slug = $2", [project.id, slug]);
+
+  it("fires each instant once: only the leader schedules, racing schedulers share the claim, a restart catches up one missed instant", async () => {
+    const once = new Date(Math.ceil((Date.now() + 8000) / 1000) * 1000);
+    const later = new Date(once.getTime() + 3000);
+    const repo = await workRepo(authedUrl(project.repo_url, user.token));
+    await repo.commit("triggers", {
+      "svc.toml": [
+        ["once", once],
+        ["later", later],
+      ]
+        .map(
+          ([slug, at]) =>
+            `[[triggers]]\nslug = "${slug}"\nschedule = "${onlyAt(at as Date)}"\ntimezone = "UTC"\nprompt = "${slug}"\n`,
+        )
+        .join("\n"),
+    });
+    expect((await repo.push("main")).code).toBe(0);
+
+    // Both processes run their background work; one leads and alone schedules.
+    const clusters: Record<string, Cluster> = {
+      a: await joinCluster(db.sql, { instanceId: a.services.instanceId }),
+      b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
+    };
+    const stops = {
+      a: a.services.orchestrator!.startBackgroundWork({ cluster: clusters.a!, idleMs: 3_600_000 }),
+      b: b.services.orchestrator!.startBackgroundWork({ cluster: clusters.b!, idleMs: 3_600_000 }),
+    };
+    const slugs = (api: TestApi) => api.services.orchestrator!.triggerScheduler!.scheduledSlugs(project.id);
+    for (let i = 0; i < 100 && slugs(a).length + slugs(b).length === 0; i++) await sleep(50);
+    const [leader, standby] = slugs(a).length > 0 ? (["a", "b"] as const) : (["b", "a"] as const);
+    expect(slugs({ a, b }[leader]).sort()).toEqual(["later", "once"]);
+    expect(slugs({ a, b }[standby])).toEqual([]);
+
+    // Two more schedulers that both believe they lead race the leader for the same instant.
+    let attempts = 0;
+    let wins = 0;
+    const racing = [a, b].map((api) => {
+      const port: TriggerPort = {
+        ...api.services.triggerPort,
+        claim: async (...args) => {
+          attempts++;
+          const won = await api.services.triggerPort.claim(...args);
+          if (won) wins++;
+          return won;
+        },
+      };
+      return createTriggerScheduler({ port, log: () => {} });
+    });
+    for (const s of racing) await s.start(async () => true);
+    while (Date.now() < once.getTime() + 1000) await sleep(100);
+    for (const s of racing) s.stop();
+    // Everything stops before `later`: nobody runs at that instant.
+    stops.a();
+    stops.b();
+    expect(Date.now()).toBeLessThan(later.getTime());
+    expect(attempts).toBeGreaterThanOrEqual(2);
+    expect(wins).toBeLessThanOrEqual(1);
+    expect(await sessionsOf("once")).toHaveLength(1);
+    expect(await firingsOf("once")).toHaveLength(1);
+
+    // The leader goes away; after `later` passed, the standby takes over and fires that one missed instant, once.
+    await clusters[leader]!.leave();
+    while (Date.now() < later.getTime() + 1500) await sleep(100);
+    expect(await firingsOf("later")).toHaveLength(0);
+    const api2 = { a, b }[standby];
+    const stop2 = api2.services.orchestrator!.startBackgroundWork({ cluster: clusters[standby]!, idleMs: 3_600_000 });
+    for (let i = 0; i < 100 && (await sessionsOf("later")).length === 0; i++) await sleep(50);
+    await sleep(1000);
+    stop2();
+    expect(await sessionsOf("later")).toHaveLength(1);
+    expect(await sessionsOf("once")).toHaveLength(1);
+
+    // Another restart replays nothing: both instants are claimed.
+    const again = createTriggerScheduler({ port: a.services.triggerPort, log: () => {} });
+    await again.start(async () => true);
+    await sleep(1500);
+    again.stop();
+    expect(await firingsOf("later")).toHaveLength(1);
+    expect(await firingsOf("once")).toHaveLength(1);
+    const delays = await db.sql.query<{ slug: string; claim: number; session: number }>(
+      `select f.slug, extract(epoch from (f.created_at - f.scheduled_at)) * 1000 as claim,
+         extract(epoch from (s.created_at - f.scheduled_at)) * 1000 as session
+       from trigger_firings f join project_sessions s on s.session_id = f.session_id where f.project_id = $1`,
+      [project.id],
+    );
+    writeFileSync("/tmp/svc-trigger-timings-cluster.json", JSON.stringify(delays));
+    await clusters[standby]!.leave();
+    for (const s of [...(await sessionsOf("once")), ...(await sessionsOf("later"))])
+      await call(a.url, "POST", `/v1/projects/${project.id}/sessions/${s.session_id}/stop`, {
+        token: user.token,
+        body: {},
+      });
+  }, 120_000);
+
+  it("a CR merged through the standby process reaches the leader's jobs within a lead check", async () => {
+    const clusters = {
+      a: await joinCluster(db.sql, { instanceId: a.services.instanceId }),
+      b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
+    };
+    const stops = [a, b].map((api, i) =>
+      api.services.orchestrator!.startBackgroundWork({ cluster: i === 0 ? clusters.a : clusters.b, idleMs: 3_600_000 }),
+    );
+    try {
+      const slugs = (api: TestApi) => api.services.orchestrator!.triggerScheduler!.scheduledSlugs(project.id);
+      for (let i = 0; i < 100 && slugs(a).length + slugs(b).length === 0; i++) await sleep(50);
+      const [leader, standby] = slugs(a).length > 0 ? [a, b] : [b, a];
+      expect(slugs(standby)).toEqual([]);
+      const repo = await workRepo(authedUrl(project.repo_url, user.token));
+      await repo.git(["fetch", "-q", "origin", "main"]);
+      await repo.checkout("more", { create: true, from: "origin/main" });
+      const current = (await repo.git(["show", "origin/main:svc.toml"])).stdout;
+      await repo.commit("more", {
+        "svc.toml": `${current}\n[[triggers]]\nslug = "yearly"\nschedule = "0 0 1 1 *"\nprompt = "y"\n`,
+      });
+      expect((await repo.push("more")).code).toBe(0);
+      const opts = { token: user.token, body: { title: "more", head_ref: "more" } };
+      const cr = await call(standby.url, "POST", `/v1/projects/${project.id}/change-requests`, opts);
+      const merged = await call(
+        standby.url,
+        "POST",
+        `/v1/projects/${project.id}/change-requests/${cr.body.number}/merge`,
+        {
+          token: user.token,
+          body: {},
+        },
+      );
+      expect(merged.status).toBe(200);
+      const at = Date.now();
+      for (let i = 0; i < 200 && !slugs(leader).includes("yearly"); i++) await sleep(50);
+      expect(slugs(leader)).toContain("yearly");
+      writeFileSync("/tmp/svc-trigger-standby-merge-ms.json", JSON.stringify(Date.now() - at));
+    } finally {
+      for (const stop of stops) stop();
+      await clusters.a.leave();
+      await clusters.b.leave();
+    }
+  }, 60_000);
+});
