@@ -44,7 +44,7 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
     db = await freshDatabase(kind, { migrated: false });
     const results = await Promise.all([migrate(db.sql), migrate(db.sql)]);
     const all = loadMigrations().map((m) => m.version);
-    expect(results.flat().sort()).toEqual(all);
+    expect(results.flat().sort((a, b) => a - b)).toEqual(all);
     expect(await migrate(db.sql)).toEqual([]);
     const tables = await db.sql.query<{ table_name: string }>(
       "select table_name from information_schema.tables where table_schema = 'public' order by 1",
