@@ -142,7 +142,7 @@ export function createServices(
       return { projectId, triggers: read ? read.manifest.triggers : null };
     },
     scheduled: (projectId, slug, schedule) => triggerStore.scheduled(projectId, slug, schedule),
-    mergedSince: (cursor) => triggerStore.mergedSince(cursor),
+    movedSince: (cursor) => triggerStore.movedSince(cursor),
     claim: (projectId, slug, at) => triggers.claim(projectId, slug, at),
     async fire(projectId, trigger, at) {
       const project = await projects.byId(projectId);
@@ -183,8 +183,14 @@ export function createServices(
 
   const orchestrator = options.orchestrator && composeOrchestrator(options.orchestrator);
   if (orchestrator) {
-    reloadTriggers = (projectId) =>
+    reloadTriggers = (projectId) => {
       void orchestrator.reloadTriggers(projectId).catch((err) => log("trigger reload failed", { error: String(err) }));
+      // On a standby the reload does nothing: refreshing the stored manifest is what tells the leader.
+      void projects
+        .byId(projectId)
+        .then((project) => project && manifests.read(project))
+        .catch((err) => log("manifest refresh failed", { error: String(err) }));
+    };
   }
   sessions =
     orchestrator &&

@@ -97,10 +97,11 @@ export type TriggerPort = {
     schedule: string | null,
   ): Promise<{ since: Date; lastClaimed: Date | null }>;
   /**
-   * Projects whose CRs merged since `cursor` (any API process merged them; null: start from now), and the cursor
-   * to ask with next time: how a merge received by a standby reaches the leader's jobs within a lead check.
+   * Projects whose default branch moved since `cursor` (a CR merged, or a push or fetch that changed its manifest,
+   * on any API process; null: start from now), and the cursor to ask with next time: how a change received by a
+   * standby reaches the leader's jobs within a lead check.
    */
-  mergedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }>;
+  movedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }>;
   /** Claims one scheduled instant (a unique row): true for exactly one caller across every API process. */
   claim(projectId: string, slug: string, scheduledAt: Date): Promise<boolean>;
   /**

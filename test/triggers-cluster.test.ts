@@ -149,7 +149,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       });
   }, 120_000);
 
-  it("a CR merged through the standby process reaches the leader's jobs within a lead check", async () => {
+  it("a CR merged or a push received by the standby process reaches the leader's jobs within a lead check", async () => {
     const clusters = {
       a: await joinCluster(db.sql, { instanceId: a.services.instanceId }),
       b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
@@ -186,6 +186,18 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       for (let i = 0; i < 200 && !slugs(leader).includes("yearly"); i++) await sleep(50);
       expect(slugs(leader)).toContain("yearly");
       writeFileSync("/tmp/svc-trigger-standby-merge-ms.json", JSON.stringify(Date.now() - at));
+
+      // A person's direct (fast-forward) push to main through the standby's git endpoint: no CR involved.
+      const viaStandby = authedUrl(`${standby.url}/git/${project.id}.git`, user.token);
+      await repo.git(["fetch", "-q", viaStandby, "main"]);
+      await repo.git(["checkout", "-q", "-B", "direct", "FETCH_HEAD"]);
+      const merged2 = (await repo.git(["show", "HEAD:svc.toml"])).stdout;
+      await repo.commit("direct", {
+        "svc.toml": `${merged2}\n[[triggers]]\nslug = "monthly"\nschedule = "0 0 1 * *"\nprompt = "m"\n`,
+      });
+      expect((await repo.git(["push", "-q", viaStandby, "HEAD:main"])).code).toBe(0);
+      for (let i = 0; i < 200 && !slugs(leader).includes("monthly"); i++) await sleep(50);
+      expect(slugs(leader)).toContain("monthly");
     } finally {
       for (const stop of stops) stop();
       await clusters.a.leave();

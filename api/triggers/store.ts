@@ -79,12 +79,16 @@ export function createTriggerStore(sql: Sql) {
     },
 
     /** Projects with a CR merged after `cursor` (less a margin for merges committing late), and the next cursor. */
-    async mergedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }> {
+    async movedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }> {
       const [now] = await sql.query<{ now: Date }>("select now() as now");
       if (cursor === null) return { projectIds: [], cursor: iso(now!.now) };
+      // A merge, or a push or fetch that another process saw move the default branch's manifest record.
       const rows = await sql.query<{ project_id: string }>(
-        `select distinct project_id from change_requests
-         where merged_at > $1::timestamptz - interval '2 seconds' and merged_at <= $2`,
+        `select project_id from change_requests
+           where merged_at > $1::timestamptz - interval '2 seconds' and merged_at <= $2
+         union
+         select project_id from project_manifests
+           where updated_at > $1::timestamptz - interval '2 seconds' and updated_at <= $2`,
         [cursor, now!.now],
       );
       return { projectIds: rows.map((r) => r.project_id), cursor: iso(now!.now) };

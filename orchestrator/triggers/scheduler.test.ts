@@ -20,7 +20,7 @@ function memoryPort(triggers: TriggerSpec[], state: { since: Date; lastClaimed: 
     projects: async () => [{ projectId: "p1", triggers }],
     project: async () => ({ projectId: "p1", triggers }),
     scheduled: async () => state,
-    mergedSince: async () => ({ projectIds: [], cursor: new Date().toISOString() }),
+    movedSince: async () => ({ projectIds: [], cursor: new Date().toISOString() }),
     claim: async (_p, slug, at) => {
       const key = `${slug}@${at.toISOString()}`;
       if (claims.has(key)) return false;

@@ -42,7 +42,7 @@ export function createTriggerScheduler(options: SchedulerOptions) {
   const queues = new Map<string, Promise<void>>();
   let lead: () => Promise<boolean> = async () => false;
   let running = false;
-  let mergeCursor: string | null = null;
+  let moveCursor: string | null = null;
   let timers: NodeJS.Timeout[] = [];
 
   async function fireAt(projectId: string, trigger: TriggerSpec, at: Date): Promise<void> {
@@ -168,13 +168,13 @@ export function createTriggerScheduler(options: SchedulerOptions) {
     if (leads && !running) {
       running = true;
       log("trigger scheduler started on this API process");
-      mergeCursor = (await port.mergedSince(null).catch(() => undefined))?.cursor ?? null;
+      moveCursor = (await port.movedSince(null).catch(() => undefined))?.cursor ?? null;
       await resync().catch((err) => log("trigger resync failed", { error: (err as Error).message }));
     } else if (leads && running) {
       // Merges other API processes received since the last check.
       try {
-        const merged = await port.mergedSince(mergeCursor);
-        mergeCursor = merged.cursor;
+        const merged = await port.movedSince(moveCursor);
+        moveCursor = merged.cursor;
         await Promise.all(merged.projectIds.map(reload));
       } catch (err) {
         log("trigger reload after merges failed", { error: (err as Error).message });
