@@ -204,4 +204,63 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       await clusters.b.leave();
     }
   }, 60_000);
+
+  it("over a minute of a per-second trigger, two processes and two rogue schedulers claim each instant once", async () => {
+    const repo = await workRepo(authedUrl(project.repo_url, user.token));
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.checkout("every-second", { create: true, from: "origin/main" });
+    await repo.commit("every second", {
+      "svc.toml": '[[triggers]]\nslug = "tick"\nschedule = "* * * * * *"\nprompt = "tick"\n',
+    });
+    expect((await repo.git(["push", "-q", "origin", "HEAD:main"])).code).toBe(0);
+    const clusters = {
+      a: await joinCluster(db.sql, { instanceId: a.services.instanceId }),
+      b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
+    };
+    const stops = [
+      a.services.orchestrator!.startBackgroundWork({ cluster: clusters.a, idleMs: 3_600_000 }),
+      b.services.orchestrator!.startBackgroundWork({ cluster: clusters.b, idleMs: 3_600_000 }),
+    ];
+    let claims = 0;
+    const rogues = [a, b].map((api) =>
+      createTriggerScheduler({
+        port: {
+          ...api.services.triggerPort,
+          claim: async (...args) => {
+            claims++;
+            return api.services.triggerPort.claim(...args);
+          },
+        },
+        log: () => {},
+      }),
+    );
+    for (const rogue of rogues) await rogue.start(async () => true);
+    const from = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000);
+    await sleep(from.getTime() + 60_000 - Date.now());
+    const to = new Date(from.getTime() + 60_000);
+    for (const rogue of rogues) rogue.stop();
+    for (const stop of stops) stop();
+    await clusters.a.leave();
+    await clusters.b.leave();
+
+    const firings = await db.sql.query<{ at: Date; n: number; session_id: string | null }>(
+      `select scheduled_at as at, count(*)::int as n, max(session_id) as session_id from trigger_firings
+       where project_id = $1 and slug = 'tick' and scheduled_at >= $2 and scheduled_at < $3 group by scheduled_at`,
+      [project.id, from, to],
+    );
+    // Every second of the minute fired (a second or two may be lost to a blocked event loop), none twice...
+    expect(firings.length).toBeGreaterThanOrEqual(58);
+    expect(firings.every((f) => f.n === 1)).toBe(true);
+    expect(claims).toBeGreaterThan(firings.length);
+    // ...and every session the trigger started belongs to exactly one instant.
+    const sessions = await db.sql.query<{ session_id: string; instants: number }>(
+      `select s.session_id, (select count(*)::int from trigger_firings f where f.session_id = s.session_id) as instants
+       from project_sessions s where s.project_id = $1 and s.trigger_slug = 'tick'`,
+      [project.id],
+    );
+    expect(sessions.length).toBeGreaterThan(0);
+    expect(sessions.every((s) => s.instants === 1)).toBe(true);
+    for (const s of sessions)
+      await call(a.url, "DELETE", `/v1/projects/${project.id}/sessions/${s.session_id}`, { token: user.token });
+  }, 120_000);
 });
