@@ -7,7 +7,7 @@ import type { Project } from "../protocol/project.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
-import { type GitServer, serveGitRepos } from "./support/git-server.ts";
+import { type GitServer, hostedRepository } from "./support/git-server.ts";
 
 describe("change requests on an external repository (any git URL)", () => {
   let db: TestDatabase;
@@ -29,12 +29,7 @@ describe("change requests on an external repository (any git URL)", () => {
     db = await freshDatabase("pglite");
     api = await startApi(db.sql);
     user = await seedUser(api.services);
-    const hosted = mkdtempSync(join(tmpdir(), "svc-origin-"));
-    server = await serveGitRepos(hosted);
-    origin = join(hosted, "upstream repo.git");
-    originUrl = `${server.url}/upstream%20repo.git`;
-    await git(["init", "--bare", "-q", "--initial-branch=trunk", origin]);
-    dev = await workRepo(origin, { defaultBranch: "trunk" });
+    ({ server, origin, url: originUrl, dev } = await hostedRepository("upstream repo.git", { defaultBranch: "trunk" }));
     await dev.commit("initial", { "app.txt": "v1\n" });
     expect((await dev.push("trunk")).code).toBe(0);
     const created = await call(api.url, "POST", "/v1/projects", {

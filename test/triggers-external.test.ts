@@ -1,13 +1,9 @@
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
 import type { Project } from "../protocol/project.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { workRepo } from "./support/git-fixture.ts";
-import { type GitServer, serveGitRepos } from "./support/git-server.ts";
+import { type GitServer, hostedRepository } from "./support/git-server.ts";
 
 const MANIFEST = `# nightly work
 [[triggers]]
@@ -35,11 +31,9 @@ describe("triggers of an external repository (real git host)", () => {
     db = await freshDatabase("pglite");
     api = await startApi(db.sql);
     user = await seedUser(api.services);
-    const hosted = mkdtempSync(join(tmpdir(), "svc-origin-"));
-    server = await serveGitRepos(hosted);
-    origin = join(hosted, "up.git");
-    await git(["init", "--bare", "-q", "--initial-branch=trunk", origin]);
-    const dev = await workRepo(origin, { defaultBranch: "trunk" });
+    const hosted = await hostedRepository("up.git", { defaultBranch: "trunk" });
+    ({ server, origin } = hosted);
+    const dev = hosted.dev;
     await dev.commit("manifest", { "svc.toml": MANIFEST });
     expect((await dev.push("trunk")).code).toBe(0);
     project = (

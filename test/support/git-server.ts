@@ -1,6 +1,11 @@
+import { mkdtempSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { runHttpBackend } from "../../api/git/http-backend.ts";
+import { git } from "../../api/git/run.ts";
+import { workRepo } from "./git-fixture.ts";
 
 export type GitServer = {
   /** `http://127.0.0.1:<port>`: a repository `<root>/x.git` is at `${url}/x.git`. */
@@ -46,4 +51,17 @@ export async function serveGitRepos(root: string, options: { host?: string } = {
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * An external git host with one empty bare repository on it: `origin` is its directory (tests read its refs),
+ * `url` its address on the host (what a project registers), `dev` a developer's clone of it.
+ */
+export async function hostedRepository(name: string, options: { defaultBranch: string }) {
+  const hosted = mkdtempSync(join(tmpdir(), "svc-origin-"));
+  const server = await serveGitRepos(hosted);
+  const origin = join(hosted, name);
+  await git(["init", "--bare", "-q", `--initial-branch=${options.defaultBranch}`, origin]);
+  const dev = await workRepo(origin, options);
+  return { server, origin, url: `${server.url}/${encodeURIComponent(name)}`, dev };
 }
