@@ -4,7 +4,6 @@ import { createServer } from "node:http";
 import { join } from "node:path";
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
 import { createOrchestrator, type Orchestrator } from "../orchestrator/orchestrator.ts";
-import type { TriggerPort } from "../orchestrator/ports.ts";
 import type { ProvisionerSettings } from "../orchestrator/provisioning/provisioner.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
@@ -43,6 +42,7 @@ import {
   type SessionSettings,
 } from "./sessions/service.ts";
 import { createSessionStore } from "./sessions/store.ts";
+import { createTriggerPort } from "./triggers/port.ts";
 import { triggerRoutes } from "./triggers/routes.ts";
 import { createTriggerService } from "./triggers/service.ts";
 import { createTriggerStore } from "./triggers/store.ts";
@@ -128,29 +128,7 @@ export function createServices(
     instanceId,
   });
 
-  /** The trigger scheduler's port: manifests, claims and firings through the trigger service. */
-  const triggerPort: TriggerPort = {
-    async projects() {
-      const ids = await triggerStore.projectIds();
-      const all = await Promise.all(ids.map((id) => triggerPort.project(id)));
-      return all.filter((p) => p !== undefined);
-    },
-    async project(projectId) {
-      const project = await projects.byId(projectId);
-      if (!project) return undefined;
-      const read = await manifests.read(project).catch(() => undefined);
-      return { projectId, triggers: read ? read.manifest.triggers : null };
-    },
-    scheduled: (projectId, slug, schedule) => triggerStore.scheduled(projectId, slug, schedule),
-    movedSince: (cursor) => triggerStore.movedSince(cursor),
-    claim: (projectId, slug, at) => triggers.claim(projectId, slug, at),
-    async fire(projectId, trigger, at) {
-      const project = await projects.byId(projectId);
-      if (!project) return { error: "the project no longer exists" };
-      const out = await triggers.startClaimed(project, trigger, at);
-      return "error" in out ? { error: out.error.message } : { sessionId: out.session.session_id };
-    },
-  };
+  const triggerPort = createTriggerPort({ store: triggerStore, projects, manifests, triggers });
   const sessionStore = createSessionStore(sql);
   const sandboxTargets = createTtlCache<string, SandboxTarget>(SANDBOX_TARGET_TTL_MS);
 
