@@ -2,6 +2,7 @@ import { Command, Option } from "commander";
 import { VERSION } from "../protocol/version.ts";
 import { authCommands } from "./commands/auth.ts";
 import { crCommand } from "./commands/cr.ts";
+import { gitCredentialCommand } from "./commands/git-credential.ts";
 import { hostsCommand } from "./commands/hosts.ts";
 import { createProjectDirectory, initCommand } from "./commands/init.ts";
 import { projectsCommand } from "./commands/projects.ts";
@@ -54,6 +55,7 @@ export function buildProgram(): Command {
   program.addCommand(shipCommand());
   program.addCommand(selfHostCommand());
   program.addCommand(initCommand());
+  program.addCommand(gitCredentialCommand(), { hidden: true });
 
   // `svc <project-name>`: scaffold a new directory. A near-miss of a command is a typo, not a project.
   program

@@ -234,6 +234,42 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     expect(noHead.code).toBe(2);
   });
 
+  it("brings merged work back: plain `git pull svc main` authenticates through svc, then ship fast-forwards", async () => {
+    const gitEnv = { ...GIT_ENV, SVC_CONFIG_FILE: env.SVC_CONFIG_FILE! };
+    await sh(repoDir, "git checkout -q main && git checkout -qb pulled && echo pulled > pulled.txt && git add -A");
+    await sh(repoDir, "git commit -qm pulled");
+    expect((await run(["ship"])).code).toBe(0);
+    await sh(repoDir, "git checkout -q main");
+    const opened = await run(["cr", "open", "--title", "Pulled", "--head", "pulled"]);
+    expect(opened.code, opened.stderr).toBe(0);
+    const merged = await run(["cr", "merge", opened.stdout.trim()]);
+    expect(merged.code, merged.stderr).toBe(0);
+
+    const pull = await execa("git", ["pull", "-q", "--no-rebase", "svc", "main"], {
+      cwd: repoDir,
+      env: gitEnv,
+      reject: false,
+    });
+    expect(pull.exitCode, pull.stderr).toBe(0);
+    expect(readFileSync(join(repoDir, "pulled.txt"), "utf8")).toBe("pulled\n");
+    const config = readFileSync(join(repoDir, ".git", "config"), "utf8");
+    expect(config).toContain("git-credential");
+    expect(config).not.toContain(user.token);
+
+    await sh(repoDir, "echo more > more.txt && git add -A && git commit -qm more");
+    const ship = await run(["ship"]);
+    expect(ship.code, ship.stderr).toBe(0);
+
+    // Logged out, the helper answers nothing: git fails as unauthenticated instead of using a stale token.
+    const out = { ...env, SVC_CONFIG_FILE: join(mkdtempSync(join(tmpdir(), "svc-nologin-")), "config.json") };
+    const denied = await execa("git", ["fetch", "-q", "svc", "main"], {
+      cwd: repoDir,
+      env: { ...GIT_ENV, SVC_CONFIG_FILE: out.SVC_CONFIG_FILE },
+      reject: false,
+    });
+    expect(denied.exitCode).not.toBe(0);
+  });
+
   it("creates projects for external repositories and prints the id", async () => {
     const created = await run([
       "projects",

@@ -6,6 +6,7 @@ import { ApiRequestError } from "../api-client.ts";
 import { type Context, optionsOf, resolveContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { findLink, writeLink } from "../link-file.ts";
+import { setUpGitCredential } from "./git-credential.ts";
 import { info, printLine } from "../output.ts";
 
 async function git(cwd: string, args: string[], env: Record<string, string> = {}) {
@@ -74,6 +75,7 @@ export function shipCommand(): Command {
       }
       if ((await git(root, ["remote", "get-url", "svc"])).code !== 0)
         await git(root, ["remote", "add", "svc", project.repo_url!]);
+      await setUpGitCredential(root, new URL(project.repo_url!).origin);
       // The token travels in the environment (not argv, not .git/config) as an HTTP header for this push only.
       const pushed = await git(root, ["push", "--porcelain", project.repo_url!, `HEAD:refs/heads/${branch}`], {
         GIT_CONFIG_COUNT: "1",
