@@ -6,8 +6,8 @@ import { ApiRequestError } from "../api-client.ts";
 import { type Context, optionsOf, resolveContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { findLink, writeLink } from "../link-file.ts";
-import { setUpGitCredential } from "./git-credential.ts";
 import { info, printLine } from "../output.ts";
+import { setUpGitCredential } from "./git-credential.ts";
 
 async function git(cwd: string, args: string[], env: Record<string, string> = {}) {
   const r = await execa("git", args, { cwd, reject: false, env: { GIT_TERMINAL_PROMPT: "0", ...env } });
