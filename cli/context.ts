@@ -3,7 +3,7 @@ import { CliEnv } from "../protocol/env.ts";
 import { type ApiClient, createApiClient } from "./api-client.ts";
 import { readConfig } from "./config-file.ts";
 import { CliError } from "./errors.ts";
-import { apiBase, findHost } from "./hosts.ts";
+import { apiBase, findHost, loginHint } from "./hosts.ts";
 import { findLink } from "./link-file.ts";
 import { info } from "./output.ts";
 
@@ -45,7 +45,7 @@ export function resolveContext(
     : env[CliEnv.executorToken]
       ? "SVC_EXECUTOR_TOKEN"
       : "the stored login";
-  if (!token) throw new CliError(`not logged in to ${hostName}; run 'svc login --host ${hostName}'`);
+  if (!token) throw new CliError(`not logged in to ${hostName}; ${loginHint(hostName)}`);
   say(opts.verbose, `token: from ${tokenSource}`);
   if (!options.quiet) info(`host: ${hostName} (${apiUrl.replace(/\/v1$/, "")})`);
   return {

@@ -45,3 +45,10 @@ export function findHost(config: CliConfig, name: string): { url: string; token?
   const builtin = BUILTIN_HOSTS[name];
   return builtin ? { url: builtin } : undefined;
 }
+
+/** How to get a token back for `name`: a self-host's admin login comes back with `self-host start`. */
+export function loginHint(name: string): string {
+  return name === "selfhost"
+    ? "run 'svc self-host start' (it logs in again as the stack's admin) or 'svc login --host selfhost --token <pat>'"
+    : `run 'svc login --host ${name}'`;
+}

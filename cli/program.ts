@@ -57,15 +57,17 @@ export function buildProgram(): Command {
   program.addCommand(initCommand());
   program.addCommand(gitCredentialCommand(), { hidden: true });
 
-  // `svc <project-name>`: scaffold a new directory. A near-miss of a command is a typo, not a project.
+  // `svc <project-name>`: scaffold a new directory. A near-miss of a command, or a word followed by more words
+  // (`svc sesions ls`), is a mistyped command, not a project.
   program
     .argument("[project-name]", "scaffold a new project in ./<project-name>")
-    .action((name: string | undefined) => {
+    .allowExcessArguments()
+    .action((name: string | undefined, _o, cmd: Command) => {
       if (!name) return program.help({ error: false });
       if (NOT_YET.includes(name)) throw usageError(`unknown command '${name}': not in this version of svc`);
-      const commands = program.commands.flatMap((c) => [c.name(), ...c.aliases()]);
-      const near = commands.find((c) => distance(c, name) <= 2);
+      const near = program.commands.flatMap((c) => [c.name(), ...c.aliases()]).find((c) => distance(c, name) <= 2);
       if (near) throw usageError(`unknown command '${name}' (did you mean ${near}?)`);
+      if (cmd.args.length > 1) throw usageError(`unknown command '${name}'; see 'svc help'`);
       createProjectDirectory(name, {});
     });
   return program;

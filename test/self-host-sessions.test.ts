@@ -84,6 +84,14 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
       timeout: 15_000,
     });
     expect(await tab.textContent("#out")).toBe("module+pong:ping");
+
+    // `show` and `view` are `info`; `rm --json` says what it removed.
+    expect((await run(["sessions", "view", id])).stdout).toContain(`session ${id}\nstatus:   running`);
+    const removed = await run(["sessions", "rm", id, "--json"]);
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(JSON.parse(removed.stdout)).toEqual({ session_id: id, removed: true });
+    expect((await run(["sessions", "show", id])).code).toBe(1);
+    expect(await containersOf(id)).toHaveLength(0);
   });
 
   it("survives SIGKILL of the API mid-provision: no orphaned container, no session stuck provisioning", async () => {

@@ -6,7 +6,7 @@ import { createApiClient } from "../api-client.ts";
 import { readConfig, updateConfig } from "../config-file.ts";
 import { optionsOf, resolveContext } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
-import { apiBase, findHost, normalizeHostUrl } from "../hosts.ts";
+import { apiBase, findHost, loginHint, normalizeHostUrl } from "../hosts.ts";
 import { info, printJson, printLine } from "../output.ts";
 import { dashboardUrl } from "./projects.ts";
 
@@ -45,7 +45,12 @@ async function verify(url: string, token: string) {
 }
 
 /** Logs in to `name` at `url` (browser flow unless a token is given) and makes it the active host. */
-export async function loginTo(name: string, url: string, token: string | undefined): Promise<void> {
+export async function loginTo(
+  name: string,
+  url: string,
+  token: string | undefined,
+  options: { quiet?: boolean } = {},
+): Promise<Me> {
   if (!token && !process.stdin.isTTY) throw usageError("--token is required when not interactive");
   const secret = token ?? (await browserLogin(url));
   const me = await verify(url, secret);
@@ -53,7 +58,8 @@ export async function loginTo(name: string, url: string, token: string | undefin
     c.hosts[name] = { url, token: secret };
     c.active_host = name;
   });
-  info(`✓ logged in to ${name} as ${me.user.email} (account ${me.account.slug})`);
+  if (!options.quiet) info(`✓ logged in to ${name} as ${me.user.email} (account ${me.account.slug})`);
+  return me;
 }
 
 export function authCommands(): Command[] {
@@ -61,25 +67,33 @@ export function authCommands(): Command[] {
     .description("log in to a host (browser flow, or --token on headless machines)")
     .option("--token <pat>", "a svc_pat_ token")
     .option("--api <url>", "API URL for the host")
+    .option("--json", "output JSON: host, user, account")
     .action(async (_o, cmd: Command) => {
-      const opts = optionsOf<{ token?: string; api?: string; host?: string }>(cmd);
+      const opts = optionsOf<{ token?: string; api?: string; host?: string; json?: boolean }>(cmd);
       const config = readConfig();
       const name = opts.host ?? config.active_host;
       const url = opts.api ? normalizeHostUrl(opts.api) : findHost(config, name)?.url;
       if (!url) throw new CliError(`unknown host '${name}'; give --api <url> or 'svc hosts add'`);
-      await loginTo(name, url, opts.token);
+      const me = await loginTo(name, url, opts.token, { quiet: opts.json });
+      if (opts.json) printJson({ host: name, url, user: me.user, account: me.account });
     });
 
   const logout = new Command("logout")
     .description("forget the token of the active or named host")
+    .option("--json", "output JSON")
     .action((_o, cmd: Command) => {
-      const opts = optionsOf<{ host?: string }>(cmd);
+      const opts = optionsOf<{ host?: string; json?: boolean }>(cmd);
+      let name = "";
+      let had = false;
       updateConfig((c) => {
-        const name = opts.host ?? c.active_host;
+        name = opts.host ?? c.active_host;
         const host = c.hosts[name];
+        had = Boolean(host?.token);
         if (host) delete host.token;
-        info(`✓ logged out of ${name}`);
       });
+      if (opts.json) return printJson({ host: name, logged_out: had });
+      info(had ? `✓ logged out of ${name}` : `not logged in to ${name}; nothing to do`);
+      info(`to log in again, ${loginHint(name)}`);
     });
 
   const whoami = new Command("whoami")

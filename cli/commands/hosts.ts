@@ -38,7 +38,12 @@ export function hostsCommand(): Command {
   hosts
     .command("current")
     .description("print the active host's name")
-    .action(() => printLine(readConfig().active_host));
+    .option("--json", "output JSON")
+    .action((opts: { json?: boolean }) => {
+      const config = readConfig();
+      if (opts.json) return printJson(listHosts(config).find((h) => h.active) ?? { name: config.active_host });
+      printLine(config.active_host);
+    });
 
   hosts
     .command("info")
@@ -57,13 +62,15 @@ export function hostsCommand(): Command {
     .command("use")
     .description("switch the active host")
     .argument("[name]")
-    .action((name: string | undefined) => {
+    .option("--json", "output JSON")
+    .action((name: string | undefined, opts: { json?: boolean }) => {
       if (!name) throw usageError("give the host name (interactive picking needs a terminal): svc hosts use <name>");
       updateConfig((c) => {
         if (!listHosts(c).some((h) => h.name === name))
           throw new CliError(`unknown host '${name}'; see 'svc hosts ls'`);
         c.active_host = name;
       });
+      if (opts.json) return printJson(listHosts(readConfig()).find((h) => h.name === name));
       info(`✓ active host: ${name}`);
     });
 
@@ -73,13 +80,15 @@ export function hostsCommand(): Command {
     .argument("<name>")
     .requiredOption("--url <url>", "the host's API URL")
     .option("--login", "log in right away")
-    .action(async (name: string, opts: { url: string; login?: boolean }) => {
+    .option("--json", "output JSON")
+    .action(async (name: string, opts: { url: string; login?: boolean; json?: boolean }) => {
       const url = checkUrl(opts.url);
       updateConfig((c) => {
         c.hosts[checkName(name)] = { ...c.hosts[name], url };
       });
-      info(`✓ added host ${name} (${url})`);
-      if (opts.login) await loginTo(name, url, undefined);
+      if (!opts.json) info(`✓ added host ${name} (${url})`);
+      if (opts.login) await loginTo(name, url, undefined, { quiet: opts.json });
+      if (opts.json) printJson(listHosts(readConfig()).find((h) => h.name === name));
     });
 
   hosts
@@ -87,7 +96,8 @@ export function hostsCommand(): Command {
     .description("remove a host")
     .argument("<name>")
     .option("--yes", "do not ask for confirmation")
-    .action((name: string, opts: { yes?: boolean }) => {
+    .option("--json", "output JSON")
+    .action((name: string, opts: { yes?: boolean; json?: boolean }) => {
       updateConfig((c) => {
         if (!c.hosts[name] && !(name in BUILTIN_HOSTS)) throw new CliError(`unknown host '${name}'`);
         const last = Object.keys(c.hosts).length === 1 && name in c.hosts;
@@ -95,6 +105,7 @@ export function hostsCommand(): Command {
         delete c.hosts[name];
         if (c.active_host === name) c.active_host = Object.keys(c.hosts)[0] ?? "selfhost";
       });
+      if (opts.json) return printJson({ removed: name, active_host: readConfig().active_host });
       info(`✓ removed host ${name}`);
     });
 

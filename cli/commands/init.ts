@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { Command } from "commander";
 import { CliError } from "../errors.ts";
-import { info } from "../output.ts";
+import { info, printJson } from "../output.ts";
 import { AGENT_CONFIG, CR_SKILL, DEFAULT_AGENT, DOCKERFILE, manifest, SVC_GITIGNORE } from "../scaffold/templates.ts";
 
 export type InitOptions = { force?: boolean };
@@ -45,8 +45,10 @@ export function initCommand(): Command {
   return new Command("init")
     .description("scaffold svc.toml, .svc/Dockerfile and the agent config in this directory")
     .option("--force", "overwrite existing files")
-    .action((options: InitOptions) => {
+    .option("--json", "output JSON: the files written")
+    .action((options: InitOptions & { json?: boolean }) => {
       const written = scaffold(process.cwd(), options);
+      if (options.json) return printJson({ written });
       for (const path of written) info(`  wrote ${path}`);
       info(
         written.length

@@ -26,41 +26,38 @@ function warnManifestError(list: SecretList): void {
 
 export function secretsCommands(): Command[] {
   const secrets = new Command("secrets").description("project secrets, injected into every sandbox as env vars");
-  const withProject = (c: Command) => c.option("--project <id>", "project id or slug");
+  const withProject = (c: Command) => c.option("--project <id>", "project id or slug").option("--json", "output JSON");
 
-  withProject(
-    secrets
-      .command("ls")
-      .description("secret names and the default branch manifest's [env] spec")
-      .option("--json", "output JSON"),
-  ).action(async (_o, cmd: Command) => {
-    const { opts, ctx, path } = projectCommand(cmd, "secrets");
-    const list = await ctx.client.request("GET", path(), SecretList);
-    const spec = list.env;
-    warnManifestError(list);
-    const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(spec)]);
-    const rows = [...names].sort().map((name) => {
-      const stored = list.secrets.find((s) => s.name === name);
-      return {
-        name,
-        set: Boolean(stored),
-        required: Boolean(spec[name]?.required),
-        updated_at: stored?.updated_at ?? null,
-      };
-    });
-    if (opts.json)
-      return printJson({
-        secrets: rows,
-        revision: list.revision,
-        manifest_commit: list.manifest_commit,
-        manifest_error: list.manifest_error,
+  withProject(secrets.command("ls").description("secret names and the default branch manifest's [env] spec")).action(
+    async (_o, cmd: Command) => {
+      const { opts, ctx, path } = projectCommand(cmd, "secrets");
+      const list = await ctx.client.request("GET", path(), SecretList);
+      const spec = list.env;
+      warnManifestError(list);
+      const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(spec)]);
+      const rows = [...names].sort().map((name) => {
+        const stored = list.secrets.find((s) => s.name === name);
+        return {
+          name,
+          set: Boolean(stored),
+          required: Boolean(spec[name]?.required),
+          updated_at: stored?.updated_at ?? null,
+        };
       });
-    if (rows.length === 0) return info("no secrets");
-    printTable(
-      rows.map((r) => [r.name, r.set ? "set" : r.required ? "MISSING (required)" : "not set", r.updated_at ?? ""]),
-      { header: ["NAME", "STATE", "UPDATED"] },
-    );
-  });
+      if (opts.json)
+        return printJson({
+          secrets: rows,
+          revision: list.revision,
+          manifest_commit: list.manifest_commit,
+          manifest_error: list.manifest_error,
+        });
+      if (rows.length === 0) return info("no secrets");
+      printTable(
+        rows.map((r) => [r.name, r.set ? "set" : r.required ? "MISSING (required)" : "not set", r.updated_at ?? ""]),
+        { header: ["NAME", "STATE", "UPDATED"] },
+      );
+    },
+  );
 
   withProject(
     secrets
@@ -83,15 +80,17 @@ export function secretsCommands(): Command[] {
       }
       values[name] = value;
     }
-    const { ctx, path } = projectCommand(cmd, "secrets");
+    const { opts, ctx, path } = projectCommand(cmd, "secrets");
     const result = await ctx.client.request("PUT", path(), SetResult, { body: { secrets: values } });
+    if (opts.json) return printJson(result);
     info(`✓ set ${result.names.join(", ")} (revision ${result.revision})`);
   });
 
   withProject(secrets.command("unset").description("remove secrets").argument("<names...>")).action(
     async (names: string[], _o, cmd: Command) => {
-      const { ctx, path } = projectCommand(cmd, "secrets");
+      const { opts, ctx, path } = projectCommand(cmd, "secrets");
       const result = await ctx.client.request("DELETE", path(), UnsetResult, { body: { names } });
+      if (opts.json) return printJson(result);
       info(result.removed.length ? `✓ removed ${result.removed.join(", ")}` : "nothing to remove");
     },
   );
@@ -108,16 +107,10 @@ export function secretsCommands(): Command[] {
     if (existsSync(o.out) && !o.force) throw new CliError(`${o.out} exists; pass --force to overwrite it`);
     const list = await ctx.client.request("GET", path(), SecretList);
     warnManifestError(list);
-    const names = new Set([...list.secrets.map((s) => s.name), ...Object.keys(list.env)]);
-    writeFileSync(
-      o.out,
-      [...names]
-        .sort()
-        .map((n) => `${n}=`)
-        .join("\n") + (names.size ? "\n" : ""),
-      { mode: 0o600 },
-    );
-    info(`✓ wrote ${names.size} names to ${o.out}`);
+    const names = [...new Set([...list.secrets.map((s) => s.name), ...Object.keys(list.env)])].sort();
+    writeFileSync(o.out, names.map((n) => `${n}=\n`).join(""), { mode: 0o600 });
+    if (o.json) return printJson({ out: o.out, names });
+    info(`✓ wrote ${names.length} names to ${o.out}`);
   });
   withProject(
     env
@@ -131,6 +124,7 @@ export function secretsCommands(): Command[] {
     const values = parseDotenv(readFileSync(from, "utf8"));
     if (Object.keys(values).length === 0) throw new CliError(`${from} has no NAME=VALUE lines`);
     const result = await ctx.client.request("PUT", path(), SetResult, { body: { secrets: values } });
+    if (opts.json) return printJson(result);
     info(`✓ pushed ${result.names.length} secrets (revision ${result.revision})`);
   });
   return [secrets, env];

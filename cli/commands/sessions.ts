@@ -46,7 +46,11 @@ export function sessionsCommand(): Command {
   });
 
   withProject(
-    sessions.command("info").description("status, branch, base ref, agent, sandbox URL, errors").argument("<id>"),
+    sessions
+      .command("info")
+      .aliases(["show", "view"])
+      .description("status, branch, base ref, agent, sandbox URL, errors")
+      .argument("<id>"),
   ).action(async (id: string, _o, cmd: Command) => {
     const { opts, ctx, path } = projectCommand(cmd, "sessions");
     const s = await ctx.client.request("GET", path(`/${encodeURIComponent(id)}`), Session);
@@ -98,8 +102,9 @@ export function sessionsCommand(): Command {
   withProject(
     sessions.command("rm").description("stop and delete (the branch and its CRs stay)").argument("<id>"),
   ).action(async (id: string, _o, cmd: Command) => {
-    const { ctx, path } = projectCommand(cmd, "sessions");
+    const { opts, ctx, path } = projectCommand(cmd, "sessions");
     await ctx.client.request("DELETE", path(`/${encodeURIComponent(id)}`), Session.optional());
+    if (opts.json) return printJson({ session_id: id, removed: true });
     info(`✓ session ${id} removed`);
   });
 

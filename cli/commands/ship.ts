@@ -6,7 +6,7 @@ import { ApiRequestError } from "../api-client.ts";
 import { type Context, optionsOf, resolveContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { findLink, writeLink } from "../link-file.ts";
-import { info, printLine } from "../output.ts";
+import { info, printJson, printLine } from "../output.ts";
 import { setUpGitCredential } from "./git-credential.ts";
 
 async function git(cwd: string, args: string[], env: Record<string, string> = {}) {
@@ -42,8 +42,9 @@ export function shipCommand(): Command {
   return new Command("ship")
     .alias("deploy")
     .description("push local commits to the project's repository, creating the project on first run")
+    .option("--json", "output JSON: project, branch, pushed commit")
     .action(async (_o, cmd: Command) => {
-      const opts = optionsOf<Record<string, never>>(cmd);
+      const opts = optionsOf<{ json?: boolean }>(cmd);
       const top = await git(process.cwd(), ["rev-parse", "--show-toplevel"]);
       if (top.code !== 0) throw new CliError("not a git repository: run 'git init' and commit first");
       const root = top.stdout;
@@ -56,6 +57,7 @@ export function shipCommand(): Command {
       const ctx = resolveContext(opts);
       const linked = findLink(root);
       let project: Project;
+      const created = !linked;
       if (linked) {
         project = await ctx.client.request("GET", `/projects/${linked.link.project_id}`, Project);
       } else {
@@ -83,6 +85,10 @@ export function shipCommand(): Command {
         GIT_CONFIG_VALUE_0: `Authorization: Bearer ${ctx.token}`,
       });
       if (pushed.code !== 0) throw new CliError(`push failed:\n${pushed.stderr || pushed.stdout}`);
+      if (opts.json) {
+        const commit = (await git(root, ["rev-parse", "HEAD"])).stdout;
+        return printJson({ project_id: project.id, slug: project.slug, branch, commit, created, remote: "svc" });
+      }
       info(`✓ shipped ${branch} to ${project.slug}`);
       printLine(project.id);
     });
