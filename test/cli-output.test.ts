@@ -55,6 +55,11 @@ describe("the CLI's results and errors (real binary, real API)", () => {
     const head = (await execa("git", ["rev-parse", "HEAD"], { cwd: repo })).stdout;
     expect(ship).toMatchObject({ branch: "main", commit: head, created: true, remote: "svc" });
     expect((await json(["ship"])).created).toBe(false);
+    const elsewhere = mkdtempSync(join(tmpdir(), "svc-out-link-"));
+    const link = await json(["projects", "link", ship.project_id], { cwd: elsewhere });
+    expect(link).toMatchObject({ project_id: ship.project_id, host: "mine", host_url: api.url });
+    expect((await json(["projects", "open"], { cwd: elsewhere })).url).toMatch(`/projects/${ship.project_id}`);
+    expect((await json(["projects", "unlink"], { cwd: elsewhere })).removed).toBe(link.path);
 
     expect(await json(["secrets", "set", "API_KEY=-", "REGION=eu"], { input: "s3cret\n" })).toEqual({
       names: ["API_KEY", "REGION"],

@@ -80,25 +80,30 @@ export function projectsCommand(): Command {
     .command("link")
     .description("bind this directory to a project (.svc/link.json)")
     .argument("[id]")
+    .option("--json", "output JSON: the link written")
     .action(async (id: string | undefined, _o, cmd: Command) => {
       const opts = optionsOf<Opts>(cmd);
       if (!id) throw usageError("give the project id (interactive picking needs a terminal): svc projects link <id>");
       const ctx = resolveContext(opts);
       const project = await ctx.client.request("GET", `/projects/${encodeURIComponent(id)}`, Project);
-      const path = writeLink(process.cwd(), {
+      const link = {
         project_id: project.id,
         account_id: project.account_id,
         host: ctx.hostName,
         host_url: ctx.hostUrl,
-      });
+      };
+      const path = writeLink(process.cwd(), link);
+      if (opts.json) return printJson({ path, ...link });
       info(`✓ linked ${process.cwd()} to ${project.slug} (${path})`);
     });
 
   projects
     .command("unlink")
     .description("remove .svc/link.json")
-    .action(() => {
+    .option("--json", "output JSON")
+    .action((opts: Opts) => {
       const removed = removeLink();
+      if (opts.json) return printJson({ removed: removed ?? null });
       info(removed ? `✓ removed ${removed}` : "not linked");
     });
 
@@ -106,12 +111,15 @@ export function projectsCommand(): Command {
     .command("open")
     .description("print (and open) the project's dashboard URL")
     .argument("[id]")
+    .option("--json", "output JSON")
     .action(async (id: string | undefined, _o, cmd: Command) => {
       const opts = optionsOf<Opts>(cmd);
       const ctx = resolveContext(opts, process.env, { quiet: true });
       const project = id ?? findLink()?.link.project_id ?? resolveProject(opts);
       if (!project) throw new CliError("no project");
-      printLine(`${dashboardUrl(ctx.hostUrl)}/projects/${project}`);
+      const url = `${dashboardUrl(ctx.hostUrl)}/projects/${project}`;
+      if (opts.json) return printJson({ url });
+      printLine(url);
     });
 
   return projects;

@@ -113,10 +113,13 @@ export function sessionsCommand(): Command {
     .description("print the session's dashboard URL")
     .argument("<id>")
     .option("--project <id>", "project id or slug")
+    .option("--json", "output JSON")
     .action((id: string, _o, cmd: Command) => {
-      const opts = optionsOf(cmd);
+      const opts = optionsOf<{ json?: boolean }>(cmd);
       const ctx = resolveContext(opts, process.env, { quiet: true });
-      printLine(`${dashboardUrl(ctx.hostUrl)}/projects/${resolveProject(opts)}/sessions/${id}`);
+      const url = `${dashboardUrl(ctx.hostUrl)}/projects/${resolveProject(opts)}/sessions/${id}`;
+      if (opts.json) return printJson({ url });
+      printLine(url);
     });
 
   withProject(
