@@ -45,7 +45,11 @@ describe("the CLI's results and errors (real binary, real API)", () => {
     expect(await json(["hosts", "use", "mine"])).toMatchObject({ name: "mine", active: true });
     expect(await json(["hosts", "current"])).toMatchObject({ name: "mine", logged_in: false });
     const login = await json(["login", "--token", user.token]);
-    expect(login).toMatchObject({ host: "mine", url: api.url, user: { email: expect.stringMatching(/@example.test$/) } });
+    expect(login).toMatchObject({
+      host: "mine",
+      url: api.url,
+      user: { email: expect.stringMatching(/@example.test$/) },
+    });
     expect(JSON.stringify(login)).not.toContain(user.token);
 
     const init = await json(["init"]);
