@@ -23,7 +23,7 @@ as_root() {
 }
 
 # 1. System packages and services.
-as_root bash "$root/scripts/setup.sh"
+(cd / && as_root bash "$root/scripts/setup.sh") # from /: the postgres user may not enter the checkout
 
 # 2. Node.js and the dependencies.
 node_ok() {
