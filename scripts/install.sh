@@ -33,11 +33,11 @@ node_ok() {
 if ! node_ok; then
   candidate="$(apt-cache policy nodejs 2>/dev/null | awk '/Candidate:/ {print $2}')"
   if [ -n "$candidate" ] && [ "$candidate" != "(none)" ] && dpkg --compare-versions "$candidate" ge 20.19; then
-    as_root bash -c "source '$root/scripts/setup/apt.sh' && apt_install nodejs"
-    command -v npm >/dev/null 2>&1 || as_root bash -c "source '$root/scripts/setup/apt.sh' && apt_install npm"
+    as_root bash -c 'source "$1" && apt_install nodejs' _ "$root/scripts/setup/apt.sh"
+    command -v npm >/dev/null 2>&1 || as_root bash -c 'source "$1" && apt_install npm' _ "$root/scripts/setup/apt.sh"
   fi
-  node_ok || fail "svc needs Node.js >= 20.19 (found: $(node --version 2>/dev/null || echo none)) and this machine's \
-package sources offer ${candidate:-none}; install it from https://nodejs.org/en/download (or NodeSource), then re-run"
+  node_ok || fail "svc needs Node.js >= 20.19 on the PATH (found: $(node --version 2>/dev/null || echo none)) and \
+the package sources offer ${candidate:-none}; install it from https://nodejs.org/en/download, then re-run"
 fi
 node="$(command -v node)"
 command -v npm >/dev/null 2>&1 || fail "npm is missing next to $node; install npm, then re-run"

@@ -81,7 +81,7 @@ describe("README's first command in a fresh clone, then svc update and svc unins
   it(
     "installs, puts svc on the PATH and leaves the stack running",
     async () => {
-      expect(firstCommand).toBe("bash scripts/install.sh");
+      expect(firstCommand).toMatch(/scripts\/install\.sh$/);
       const res = await install({ SVC_INSTALL_PORT: String(port) });
       console.info(`install: README's first command to a running stack, fresh clone: ${res.seconds.toFixed(1)} s`);
       expect(res.exitCode, res.stderr).toBe(0);
