@@ -8,6 +8,7 @@ import { freePort } from "./support/cli.ts";
 
 const REPO_ROOT = new URL("..", import.meta.url).pathname;
 const SLOW = 600_000;
+const IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@example.com"];
 
 /** README's first command exactly as written there: the first line of the first block under "Set up and start". */
 function readmeFirstCommand(readme: string): string {
@@ -108,18 +109,7 @@ describe("README's first command in a fresh clone, then svc update and svc unins
     async () => {
       // The upstream moves on by one commit: a local branch the installed branch tracks.
       const from = git("rev-parse", "HEAD");
-      const ahead = git(
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.com",
-        "commit-tree",
-        "HEAD^{tree}",
-        "-p",
-        "HEAD",
-        "-m",
-        "upstream moved",
-      );
+      const ahead = git(...IDENTITY, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "upstream moved");
       git("branch", "ahead", ahead);
       git("branch", "--set-upstream-to=ahead");
       const pidBefore = apiPid();
@@ -137,6 +127,16 @@ describe("README's first command in a fresh clone, then svc update and svc unins
       expect(git("rev-parse", "HEAD")).toBe(ahead);
       expect(apiPid()).not.toBe(pidBefore);
       expect(await healthy()).toBe(true);
+
+      // Diverged from its upstream: nothing is re-installed and the stack keeps running.
+      git(...IDENTITY, "commit", "--quiet", "--allow-empty", "-m", "local work");
+      git("branch", "diverged", git(...IDENTITY, "commit-tree", "HEAD^{tree}", "-p", ahead, "-m", "other work"));
+      git("branch", "--set-upstream-to=diverged");
+      const pidNow = apiPid();
+      const refused = await sh("svc update");
+      expect(refused.exitCode).toBe(1);
+      expect(refused.stderr).toContain(`error: git pull --ff-only failed in ${clone}; nothing was re-installed`);
+      expect(apiPid()).toBe(pidNow);
 
       git("branch", "--unset-upstream");
       const bare = await sh("svc update");
