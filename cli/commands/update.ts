@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Command } from "commander";
 import { CliError } from "../errors.ts";
@@ -18,9 +18,10 @@ function gitLine(checkout: string, args: string[]): string | undefined {
   return res.status === 0 ? res.stdout.trim() || undefined : undefined;
 }
 
-export async function updateSvc(options: { json?: boolean }): Promise<void> {
+export function updateSvc(options: { json?: boolean }): void {
   const paths = selfHostPaths();
   const { checkout, script, shim, node } = currentInstallation(paths.home);
+  if (!existsSync(script)) throw new CliError(`${script} is gone; install again with a checkout's scripts/install.sh`);
   const from = gitLine(checkout, ["rev-parse", "HEAD"]);
   const upstream = gitLine(checkout, ["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}"]);
   if (upstream) {
@@ -34,12 +35,14 @@ export async function updateSvc(options: { json?: boolean }): Promise<void> {
 
   const pid = readPid(paths);
   const wasRunning = pid !== undefined && isAlive(pid);
-  // The same node and shim directory as the first install, unless the caller names another directory.
+  // The same node and shim directory as the first install (unless the caller names another directory), and the
+  // stack's remembered port.
   const nodeBin = node ?? process.execPath;
   const env = {
     ...process.env,
     PATH: `${dirname(nodeBin)}:${process.env.PATH ?? ""}`,
     SVC_BIN_DIR: process.env.SVC_BIN_DIR || (shim && dirname(shim)) || undefined,
+    SVC_INSTALL_PORT: undefined,
   };
   const code = run("bash", [script], env);
   if (code !== 0) throw new CliError(`${script} failed (exit ${code}); see its output above`);
