@@ -57,7 +57,10 @@ export function updateSvc(options: { json?: boolean }): void {
   const to = gitLine(checkout, ["rev-parse", "HEAD"]);
   const version = JSON.parse(readFileSync(join(checkout, "package.json"), "utf8")).version as string;
   const result = { version, checkout, script, upstream: upstream ?? null, from: from ?? null, to: to ?? null };
-  if (options.json) return printJson({ ...result, restarted: wasRunning });
+  if (options.json) {
+    printJson({ ...result, restarted: wasRunning });
+    return;
+  }
   const moved = from === to ? "already at the newest commit" : `${from?.slice(0, 7)} → ${to?.slice(0, 7)}`;
   info(`✓ svc ${version} updated from ${checkout} (${moved})${wasRunning ? "; the stack restarted" : ""}`);
 }
