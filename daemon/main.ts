@@ -56,6 +56,11 @@ async function daemon(): Promise<void> {
     if (runtime.status().state !== "running")
       throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
   };
+  /** opencode is given only the svc gateway as a provider: without one, no prompt could ever be answered. */
+  const modelMissing = !config.agentCommand && !config.llm.baseUrl;
+  const requireModel = () => {
+    if (modelMissing) throw daemonError("MODEL_NOT_CONFIGURED", "no model gateway is configured (SVC_LLM_BASE_URL)");
+  };
 
   const server = createDaemonServer({
     serviceKey: config.serviceKey,
@@ -63,6 +68,7 @@ async function daemon(): Promise<void> {
     sessionId: config.sessionId,
     servicePort: config.port,
     agentPort: config.agentPort,
+    gatewayUrl: config.llm.baseUrl,
     activity,
     control: {
       runtimeReady: () => runtime.status().state === "running",
@@ -94,6 +100,7 @@ async function daemon(): Promise<void> {
         return { commit: await headCommit(config.workspace), restarted: true };
       },
       async prompt(body: PromptBody) {
+        requireModel();
         requireRuntime();
         const session =
           body.session ?? (body.new ? undefined : currentSession) ?? (await client.createSession("svc session"));
@@ -144,7 +151,8 @@ async function daemon(): Promise<void> {
   }
   runtime.start();
   await runtime.whenReady();
-  if (config.bootstrapPrompt && runtime.status().state === "running") {
+  if (config.bootstrapPrompt && modelMissing) log("initial prompt not sent: no model gateway is configured");
+  else if (config.bootstrapPrompt && runtime.status().state === "running") {
     try {
       currentSession = await client.createSession("svc session");
       await client.prompt(currentSession, config.bootstrapPrompt, config.agentName);

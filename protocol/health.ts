@@ -4,5 +4,7 @@ export const ApiHealth = z.object({
   status: z.literal("ok"),
   version: z.string(),
   database: z.enum(["pglite", "postgres"]),
+  /** Sandboxes this server starts get a model gateway (SVC_LLM_BASE_URL); without one no agent can answer. */
+  model_configured: z.boolean(),
 });
 export type ApiHealth = z.infer<typeof ApiHealth>;
