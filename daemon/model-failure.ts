@@ -4,7 +4,8 @@ import type { RuntimeEvent } from "./agent-events.ts";
 export type ModelFailure = { session: string; message: string; abort: boolean };
 
 /** opencode's words when the provider's HTTP call never connected (observed: "Cannot connect to API: ..."). */
-const UNREACHABLE = /cannot connect to api|unable to connect|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ETIMEDOUT|fetch failed/i;
+const UNREACHABLE =
+  /cannot connect to api|unable to connect|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ETIMEDOUT|fetch failed/i;
 
 /** The gateway's URL as a person may see it: no user info, query or fragment (they can carry keys). */
 export function displayUrl(url: string | undefined): string {

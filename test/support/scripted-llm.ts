@@ -29,9 +29,12 @@ async function readBody(req: IncomingMessage): Promise<ChatRequest> {
  * An OpenAI-compatible chat-completions server that plays a script, streaming the way opencode reads it:
  * a role chunk, the tool call's arguments, `finish_reason`, `[DONE]`. A request without tools (title
  * generation) gets plain text. It listens on every interface so sandboxes reach it through the bridge.
+ * `refuse(401)` makes it answer every call with that status and an OpenAI-style error, as a gateway does to a
+ * wrong key; `refuse()` restores the script.
  */
 export async function startScriptedLlm(rules: ScriptRule[], host = "0.0.0.0") {
   let requests = 0;
+  let refusal: number | undefined;
   const server = createServer(async (req, res) => {
     if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
       res.writeHead(404).end();
@@ -39,6 +42,11 @@ export async function startScriptedLlm(rules: ScriptRule[], host = "0.0.0.0") {
     }
     const request = await readBody(req);
     requests += 1;
+    if (refusal) {
+      const error = { message: "Incorrect API key provided", type: "invalid_request_error", code: "invalid_api_key" };
+      res.writeHead(refusal, { "content-type": "application/json" }).end(JSON.stringify({ error }));
+      return;
+    }
     const id = `chatcmpl-${requests}`;
     const chunk = (delta: unknown, finish: string | null = null) =>
       `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 0, model: "scripted", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
@@ -61,6 +69,13 @@ export async function startScriptedLlm(rules: ScriptRule[], host = "0.0.0.0") {
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests: () => requests,
-    close: () => server.close(),
+    refuse: (status?: number) => {
+      refusal = status;
+    },
+    /** Stops listening and drops kept-alive connections: the gateway is gone. */
+    close: () => {
+      server.close();
+      server.closeAllConnections();
+    },
   };
 }
