@@ -4,6 +4,7 @@ import { createAgentClient } from "./agent-client.ts";
 import { loadDaemonConfig } from "./config.ts";
 import { daemonError } from "./errors.ts";
 import { gitCredentialHelper } from "./git-credential.ts";
+import { modelFailure } from "./model-failure.ts";
 import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
 import { createDaemonServer } from "./server.ts";
@@ -44,10 +45,21 @@ async function daemon(): Promise<void> {
       : opencodeSpec(config, extraEnv);
   const runtime = createRuntimeSupervisor(spec, log);
 
+  /**
+   * Runs in progress. A run retrying a gateway it cannot reach is aborted here too: with nobody following it
+   * (the initial prompt), opencode would retry for minutes and the sandbox would never count as idle.
+   */
   async function busySessions(): Promise<string[]> {
     if (runtime.status().state !== "running") return [];
     if (Date.now() - busy.at > 1000) {
-      busy = { at: Date.now(), sessions: await client.busySessions().catch(() => []) };
+      const runs = await client.busySessions().catch(() => []);
+      const stuck = runs.filter(
+        (r) =>
+          modelFailure({ type: "session.status", properties: { sessionID: r.id, status: r.status } }, undefined)?.abort,
+      );
+      await Promise.all(stuck.map((r) => client.abort(r.id).catch(() => {})));
+      if (stuck.length > 0) log(`aborted ${stuck.length} run(s) retrying an unreachable model gateway`);
+      busy = { at: Date.now(), sessions: runs.filter((r) => !stuck.includes(r)).map((r) => r.id) };
     }
     return busy.sessions;
   }

@@ -121,5 +121,20 @@ describe("svc sessions chat: the agent is ready when the session is, and the mod
       if (busy) await new Promise((r) => setTimeout(r, 250));
     }
     expect(busy).toBe(false);
-  }, 60_000);
+
+    // An initial prompt nobody follows: the daemon aborts its retrying run too, so the sandbox can go idle.
+    const created = await run(["sessions", "new", "--prompt", "Say hello, please.", "--project", sandboxed.project.id]);
+    expect(created.code, created.stderr).toBe(0);
+    const bootId = created.stdout.trim();
+    const booted = (await sandboxed.sessions(`/${bootId}`)).body;
+    const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${bootId}`] } });
+    let logs = "";
+    for (let i = 0; i < 60 && !logs.includes("retrying an unreachable model gateway"); i++) {
+      await fetch(`${booted.sandbox_url}/svc/health`);
+      logs = (await sandboxed.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })).toString();
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(logs).toContain("svc-agent: aborted 1 run(s) retrying an unreachable model gateway");
+    expect((await (await fetch(`${booted.sandbox_url}/svc/health`)).json()).busy).toBe(false);
+  }, 90_000);
 });
