@@ -76,7 +76,7 @@ export function sessionsCommand(): Command {
     });
     info(`session ${s.session_id} ${s.status}…`);
     const health = await ctx.client.request("GET", "/health", ApiHealth);
-    if (!health.model_configured)
+    if (health.model_configured === false)
       warn(`no model is configured: the agent cannot answer until one is; run '${MODEL_SETUP_COMMAND}'`);
     const deadline = Date.now() + WAIT_TIMEOUT_MS;
     while (o.wait && s.status === "provisioning" && Date.now() < deadline) {
