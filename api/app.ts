@@ -242,7 +242,13 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   registerErrorHandler(app);
   registerInputChecks(app);
   registerAuthentication(app, services);
-  await app.register(healthRoutes({ sql: options.sql, version: VERSION }));
+  await app.register(
+    healthRoutes({
+      sql: options.sql,
+      version: VERSION,
+      modelConfigured: Boolean(options.orchestrator?.settings.llm.baseUrl),
+    }),
+  );
   await app.register(accountRoutes(services));
   await app.register(projectRoutes(services));
   await app.register(changeRequestRoutes(services));

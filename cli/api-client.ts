@@ -1,4 +1,5 @@
-import type { z } from "zod";
+import { STATUS_CODES } from "node:http";
+import { z } from "zod";
 import { ErrorBody } from "../protocol/errors.ts";
 import { createSseReader } from "../protocol/sse.ts";
 import { CliError } from "./errors.ts";
@@ -17,7 +18,13 @@ export class ApiRequestError extends CliError {
   }
 }
 
-export function createApiClient(options: { baseUrl: string; token: string | undefined }) {
+/** An answer that is not the API's ErrorBody (an old daemon, a proxy in between) may still carry a message. */
+const LooseError = z.object({ error: z.string().min(1) }).loose();
+
+/**
+ * `unreachableHint`: what to try when nothing answers at the URL (for the self-hosted stack: start it).
+ */
+export function createApiClient(options: { baseUrl: string; token: string | undefined; unreachableHint?: string }) {
   const base = options.baseUrl.replace(/\/+$/, "");
 
   async function send(method: string, path: string, opts: RequestOptions & { accept?: string; signal?: AbortSignal }) {
@@ -35,18 +42,23 @@ export function createApiClient(options: { baseUrl: string; token: string | unde
       });
     } catch (err) {
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      throw new CliError(`cannot reach ${base}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+      const why = cause?.code ?? cause?.message ?? (err as Error).message;
+      const hint = options.unreachableHint ? `; ${options.unreachableHint}` : "";
+      throw new CliError(`cannot reach ${base} (${why})${hint}`);
     }
   }
 
+  /** `<message> (<CODE>, HTTP <status>)`: what went wrong for the person, the code and status for a script. */
   function failure(res: Response, json: unknown): ApiRequestError {
     const body = ErrorBody.safeParse(json);
-    const message = body.success ? body.data.error : `HTTP ${res.status}`;
+    const loose = LooseError.safeParse(json);
+    const message = loose.success ? loose.data.error : (STATUS_CODES[res.status] ?? "error").toLowerCase();
     const detail =
       body.success && Array.isArray(body.data.conflicts) ? `: ${(body.data.conflicts as string[]).join(", ")}` : "";
     const reason = body.success && typeof body.data.reason === "string" ? ` (${body.data.reason})` : "";
+    const code = body.success ? `${body.data.code}, ` : "";
     return new ApiRequestError(
-      `${message}${reason}${detail} [HTTP ${res.status}]`,
+      `${message}${reason}${detail} (${code}HTTP ${res.status})`,
       res.status,
       body.success ? body.data.code : undefined,
       body.success ? body.data : undefined,

@@ -3,7 +3,7 @@ import { CliEnv } from "../protocol/env.ts";
 import { type ApiClient, createApiClient } from "./api-client.ts";
 import { readConfig } from "./config-file.ts";
 import { CliError } from "./errors.ts";
-import { apiBase, findHost, loginHint } from "./hosts.ts";
+import { apiBase, findHost, loginHint, unreachableHint } from "./hosts.ts";
 import { findLink } from "./link-file.ts";
 import { info } from "./output.ts";
 
@@ -52,18 +52,24 @@ export function resolveContext(
     hostName,
     hostUrl: host?.url ?? apiUrl.replace(/\/v1$/, ""),
     token,
-    client: createApiClient({ baseUrl: apiUrl, token }),
+    client: createApiClient({ baseUrl: apiUrl, token, unreachableHint: unreachableHint(hostName, apiUrl) }),
     verbose: Boolean(opts.verbose),
   };
 }
 
-/** SPEC "Project resolution order": --project, SVC_PROJECT_ID, .svc/link.json up the tree. */
-export function resolveProject(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
+/** SPEC "Project resolution order": --project, SVC_PROJECT_ID, .svc/link.json up the tree; undefined when none. */
+export function findProject(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string | undefined {
   const fromLink = () => findLink()?.link.project_id;
   const project = opts.project ?? env[CliEnv.projectId] ?? fromLink();
   const source = opts.project ? "--project" : env[CliEnv.projectId] ? "SVC_PROJECT_ID" : ".svc/link.json";
+  if (project) say(opts.verbose, `project: ${project} (from ${source})`);
+  return project;
+}
+
+/** The project as findProject finds it, or a failure saying how to name one. */
+export function resolveProject(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
+  const project = findProject(opts, env);
   if (!project) throw new CliError("no project: pass --project <id>, set SVC_PROJECT_ID, or run 'svc projects link'");
-  say(opts.verbose, `project: ${project} (from ${source})`);
   return project;
 }
 

@@ -46,6 +46,13 @@ export function findHost(config: CliConfig, name: string): { url: string; token?
   return builtin ? { url: builtin } : undefined;
 }
 
+/** What to try when nothing answers at the host's URL: a self-hosted stack (or any on loopback) may be down. */
+export function unreachableHint(name: string, apiUrl: string): string | undefined {
+  const host = URL.canParse(apiUrl) ? new URL(apiUrl).hostname : "";
+  const loopback = host === "localhost" || host.startsWith("127.") || host === "[::1]";
+  return name === "selfhost" || loopback ? "is the stack running? svc self-host start" : undefined;
+}
+
 /** How to get a token back for `name`: a self-host's admin login comes back with `self-host start`. */
 export function loginHint(name: string): string {
   return name === "selfhost"

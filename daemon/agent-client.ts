@@ -29,12 +29,17 @@ export function createAgentClient(port: number, directory: string) {
     async abort(session: string): Promise<void> {
       await json("POST", `/session/${encodeURIComponent(session)}/abort?${dir}`);
     },
-    /** Agent sessions with a run in progress. */
-    async busySessions(): Promise<string[]> {
-      const status = await json<Record<string, { type: string }>>("GET", `/session/status?${dir}`, undefined, 1000);
+    /** Agent sessions with a run in progress, with opencode's status of each (`busy`, `retry` and its message). */
+    async busySessions(): Promise<{ id: string; status: { type: string; message?: string } }[]> {
+      const status = await json<Record<string, { type: string; message?: string }>>(
+        "GET",
+        `/session/status?${dir}`,
+        undefined,
+        1000,
+      );
       return Object.entries(status ?? {})
         .filter(([, s]) => s.type !== "idle")
-        .map(([id]) => id);
+        .map(([id, s]) => ({ id, status: s }));
     },
   };
 }

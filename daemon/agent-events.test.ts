@@ -164,4 +164,66 @@ describe("createEventTranslator (opencode events -> AgentEvents)", () => {
     expect(first(textPart("msg_a", "prt_1", "Hi"))).toEqual([{ type: "text", session: SES, delta: "Hi" }]);
     expect(createEventTranslator()(textPart("msg_a", "prt_1", "Hi"))).toEqual([]);
   });
+
+  it("names the gateway's refusal and its unreachable URL once per run, and aborts a run that would retry", () => {
+    const aborted: string[] = [];
+    const translate = createEventTranslator({
+      gatewayUrl: "http://user:secret@host.docker.internal:9000/v1?key=k",
+      abort: (session) => aborted.push(session),
+    });
+    const status = (type: string, extra: Record<string, unknown> = {}): RuntimeEvent => ({
+      type: "session.status",
+      properties: { sessionID: SES, status: { type, ...extra } },
+    });
+    const retry = (attempt: number) =>
+      status("retry", {
+        attempt,
+        message: "Cannot connect to API: Unable to connect. Is the computer able to access the url?",
+      });
+    const unauthorized: RuntimeEvent = {
+      type: "session.error",
+      properties: {
+        sessionID: SES,
+        error: {
+          name: "APIError",
+          data: { message: "Incorrect API key provided", statusCode: 401, isRetryable: false },
+        },
+      },
+    };
+    const abortedError: RuntimeEvent = {
+      type: "session.error",
+      properties: { sessionID: SES, error: { name: "MessageAbortedError", data: { message: "Aborted" } } },
+    };
+    const idle: RuntimeEvent = { type: "session.idle", properties: { sessionID: SES } };
+    const out = [
+      status("busy"),
+      retry(1),
+      status("busy"),
+      retry(2),
+      abortedError,
+      idle,
+      status("busy"),
+      unauthorized,
+      idle,
+    ].flatMap((e) => translate(e));
+    for (const event of out) expect(AgentEvent.parse(event)).toEqual(event);
+    expect(out).toEqual([
+      { type: "busy", session: SES },
+      {
+        type: "error",
+        session: SES,
+        message:
+          "the model gateway at http://host.docker.internal:9000/v1 cannot be reached (Cannot connect to API: Unable to connect. Is the computer able to access the url?)",
+      },
+      { type: "idle", session: SES },
+      { type: "busy", session: SES },
+      {
+        type: "error",
+        session: SES,
+        message: "the model gateway refused the API key (401): Incorrect API key provided",
+      },
+      { type: "idle", session: SES },
+    ]);
+    expect(aborted).toEqual([SES]);
+  });
 });

@@ -2,6 +2,7 @@ import { get, type ServerResponse } from "node:http";
 import type { AgentEvent } from "../protocol/daemon.ts";
 import { createSseReader, SSE_HEADERS, SSE_PING, sseEvent } from "../protocol/sse.ts";
 import { daemonError, sendError } from "./errors.ts";
+import { modelFailure } from "./model-failure.ts";
 
 /** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
 export type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
@@ -19,16 +20,25 @@ const TOOL_STATUSES = new Set(["running", "completed", "error"]);
 const MAX_TRACKED = 10_000;
 const PING_MS = 15_000;
 
+export type TranslatorOptions = {
+  /** The model gateway's URL, named in the error when it cannot be reached. */
+  gatewayUrl?: string;
+  /** Stops a run the gateway failed (opencode would retry an unreachable gateway for minutes). */
+  abort?: (session: string) => void;
+};
+
 /**
  * Turns the runtime's events into svc's AgentEvents: the start of a run, the assistant's text as deltas (from
  * delta events, or from whole-part updates when a runtime sends only those), each tool's status once per change,
- * the end of a run, and errors. The user's own messages, step markers and bookkeeping events are dropped.
+ * the end of a run, and errors (the model gateway's in the person's terms, once per run). The user's own
+ * messages, step markers and bookkeeping events are dropped.
  */
-export function createEventTranslator() {
+export function createEventTranslator(options: TranslatorOptions = {}) {
   const roles = new Map<string, string>();
   const sent = new Map<string, number>();
   const toolStatus = new Map<string, string>();
   const busySessions = new Set<string>();
+  const failedSessions = new Set<string>();
 
   const forgetIfLarge = () => {
     if (roles.size + sent.size + toolStatus.size > MAX_TRACKED) {
@@ -40,6 +50,13 @@ export function createEventTranslator() {
 
   return function translate(event: RuntimeEvent): AgentEvent[] {
     const p = event.properties ?? {};
+    const failure = modelFailure(event, options.gatewayUrl);
+    if (failure) {
+      if (failedSessions.has(failure.session)) return [];
+      failedSessions.add(failure.session);
+      if (failure.abort) options.abort?.(failure.session);
+      return [{ type: "error", session: failure.session, message: failure.message }];
+    }
     switch (event.type) {
       case "message.updated": {
         const info = p.info as { id?: string; role?: string } | undefined;
@@ -87,8 +104,11 @@ export function createEventTranslator() {
       }
       case "session.idle":
         busySessions.delete(String(p.sessionID));
+        failedSessions.delete(String(p.sessionID));
         return [{ type: "idle", session: String(p.sessionID) }];
       case "session.error": {
+        // The abort that follows a gateway failure already reported is no news.
+        if (failedSessions.has(String(p.sessionID))) return [];
         const error = p.error as { name?: string; data?: { message?: string } } | undefined;
         const message = error?.data?.message ?? error?.name ?? "the agent run failed";
         return [{ type: "error", session: p.sessionID ? String(p.sessionID) : null, message }];
@@ -103,8 +123,13 @@ export function createEventTranslator() {
  * GET /svc/events: subscribes to the runtime's event stream for this client and relays it translated, as
  * server-sent events, until either side goes. A comment line every 15 s keeps idle proxies from closing it.
  */
-export function relayAgentEvents(res: ServerResponse, agentPort: number, directory: string) {
-  const translate = createEventTranslator();
+export function relayAgentEvents(
+  res: ServerResponse,
+  agentPort: number,
+  directory: string,
+  options: TranslatorOptions = {},
+) {
+  const translate = createEventTranslator(options);
   const write = (event: AgentEvent) => res.write(sseEvent(event));
   let ping: NodeJS.Timeout | undefined;
   const upstream = get(

@@ -13,6 +13,7 @@ export type DaemonErrorCode =
       | "CONFLICT"
       | "PAYLOAD_TOO_LARGE"
       | "INTERNAL"
+      | "MODEL_NOT_CONFIGURED"
     >
   | SandboxErrorCode;
 
@@ -27,6 +28,7 @@ const STATUS: Record<DaemonErrorCode, number> = {
   CONFLICT: 409,
   PAYLOAD_TOO_LARGE: 413,
   INTERNAL: 500,
+  MODEL_NOT_CONFIGURED: 503,
   UPSTREAM_UNAVAILABLE: 502,
   AGENT_RUNTIME_UNAVAILABLE: 503,
 };

@@ -4,6 +4,7 @@ import { createAgentClient } from "./agent-client.ts";
 import { loadDaemonConfig } from "./config.ts";
 import { daemonError } from "./errors.ts";
 import { gitCredentialHelper } from "./git-credential.ts";
+import { modelFailure } from "./model-failure.ts";
 import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
 import { createDaemonServer } from "./server.ts";
@@ -44,10 +45,21 @@ async function daemon(): Promise<void> {
       : opencodeSpec(config, extraEnv);
   const runtime = createRuntimeSupervisor(spec, log);
 
+  /**
+   * Runs in progress. A run retrying a gateway it cannot reach is aborted here too: with nobody following it
+   * (the initial prompt), opencode would retry for minutes and the sandbox would never count as idle.
+   */
   async function busySessions(): Promise<string[]> {
     if (runtime.status().state !== "running") return [];
     if (Date.now() - busy.at > 1000) {
-      busy = { at: Date.now(), sessions: await client.busySessions().catch(() => []) };
+      const runs = await client.busySessions().catch(() => []);
+      const stuck = runs.filter(
+        (r) =>
+          modelFailure({ type: "session.status", properties: { sessionID: r.id, status: r.status } }, undefined)?.abort,
+      );
+      await Promise.all(stuck.map((r) => client.abort(r.id).catch(() => {})));
+      if (stuck.length > 0) log(`aborted ${stuck.length} run(s) retrying an unreachable model gateway`);
+      busy = { at: Date.now(), sessions: runs.filter((r) => !stuck.includes(r)).map((r) => r.id) };
     }
     return busy.sessions;
   }
@@ -56,6 +68,11 @@ async function daemon(): Promise<void> {
     if (runtime.status().state !== "running")
       throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
   };
+  /** opencode is given only the svc gateway as a provider: without one, no prompt could ever be answered. */
+  const modelMissing = !config.agentCommand && !config.llm.baseUrl;
+  const requireModel = () => {
+    if (modelMissing) throw daemonError("MODEL_NOT_CONFIGURED", "no model gateway is configured (SVC_LLM_BASE_URL)");
+  };
 
   const server = createDaemonServer({
     serviceKey: config.serviceKey,
@@ -63,6 +80,7 @@ async function daemon(): Promise<void> {
     sessionId: config.sessionId,
     servicePort: config.port,
     agentPort: config.agentPort,
+    gatewayUrl: config.llm.baseUrl,
     activity,
     control: {
       runtimeReady: () => runtime.status().state === "running",
@@ -94,6 +112,7 @@ async function daemon(): Promise<void> {
         return { commit: await headCommit(config.workspace), restarted: true };
       },
       async prompt(body: PromptBody) {
+        requireModel();
         requireRuntime();
         const session =
           body.session ?? (body.new ? undefined : currentSession) ?? (await client.createSession("svc session"));
@@ -144,7 +163,8 @@ async function daemon(): Promise<void> {
   }
   runtime.start();
   await runtime.whenReady();
-  if (config.bootstrapPrompt && runtime.status().state === "running") {
+  if (config.bootstrapPrompt && modelMissing) log("initial prompt not sent: no model gateway is configured");
+  else if (config.bootstrapPrompt && runtime.status().state === "running") {
     try {
       currentSession = await client.createSession("svc session");
       await client.prompt(currentSession, config.bootstrapPrompt, config.agentName);

@@ -34,7 +34,11 @@ function seedConfigDir(dir: string, workspace: string): void {
   }
 }
 
-/** opencode's config: the model gateway as an OpenAI-compatible provider, nothing that phones home. */
+/**
+ * opencode's config: the model gateway as an OpenAI-compatible provider, nothing that phones home. Only that
+ * provider is ever enabled: with no gateway opencode has none at all (a prompt fails at once with "No providers
+ * are available") rather than falling back to its built-in ones, which retry an unreachable internet for a minute.
+ */
 export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
   const base: Record<string, unknown> = {
     autoupdate: false,
@@ -42,6 +46,7 @@ export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
     snapshot: false,
     lsp: false,
     formatter: false,
+    enabled_providers: [PROVIDER_ID],
   };
   if (!config.llm.baseUrl) return base;
   const model = config.agentModel?.includes("/")
@@ -51,7 +56,6 @@ export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
     ...base,
     model: `${PROVIDER_ID}/${model}`,
     small_model: `${PROVIDER_ID}/${model}`,
-    enabled_providers: [PROVIDER_ID],
     provider: {
       [PROVIDER_ID]: {
         npm: "@ai-sdk/openai-compatible",

@@ -38,6 +38,8 @@ export type ServerDeps = {
   sessionId: string;
   servicePort: number;
   agentPort: number;
+  /** The model gateway the runtime talks to, named when it cannot be reached. */
+  gatewayUrl?: string;
   activity: Activity;
   control: ControlHandlers;
 };
@@ -121,7 +123,10 @@ export function createDaemonServer(deps: ServerDeps) {
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
         if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
         deps.activity.touch();
-        return relayAgentEvents(res, deps.agentPort, deps.workspace);
+        return relayAgentEvents(res, deps.agentPort, deps.workspace, {
+          gatewayUrl: deps.gatewayUrl,
+          abort: (session) => void deps.control.abort({ session }).catch(() => {}),
+        });
       }
       if (path.startsWith("/svc/")) {
         const handler = controls[path];

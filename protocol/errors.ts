@@ -25,6 +25,8 @@ export const ErrorCode = z.enum([
   "BRANCH_NOT_FOUND",
   "REPO_UNAVAILABLE",
   "NOT_CONFIGURED",
+  /** No model gateway: an agent cannot answer until the installation has one. */
+  "MODEL_NOT_CONFIGURED",
   "SESSION_NOT_FOUND",
   "SESSION_CAP_REACHED",
   "SESSION_NOT_RUNNING",

@@ -4,5 +4,10 @@ export const ApiHealth = z.object({
   status: z.literal("ok"),
   version: z.string(),
   database: z.enum(["pglite", "postgres"]),
+  /**
+   * Sandboxes this server starts get a model gateway (SVC_LLM_BASE_URL); without one no agent can answer. Always
+   * sent; optional so that a newer CLI still takes an older server's health (`svc self-host start` waits on it).
+   */
+  model_configured: z.boolean().optional(),
 });
 export type ApiHealth = z.infer<typeof ApiHealth>;

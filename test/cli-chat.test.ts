@@ -47,7 +47,8 @@ function fakeApi(): Server {
   return createServer((req, res) => {
     const base = `/v1/projects/${PROJECT}/sessions`;
     const path = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
-    if (req.headers.authorization !== "Bearer svc_pat_test") return json(res, 401, { error: "unauthenticated" });
+    if (req.headers.authorization !== "Bearer svc_pat_test")
+      return json(res, 401, { error: "unauthenticated", code: "UNAUTHENTICATED" });
     if (req.method === "GET" && path === base) {
       // The clean one is the newest running session: chat with no id picks it.
       const list: SessionList = {
@@ -57,7 +58,8 @@ function fakeApi(): Server {
     }
     const match = new RegExp(`^${base}/(\\w+)/(events|messages)$`).exec(path);
     const id = match?.[1] as Ending | undefined;
-    if (!match || !id || !ENDINGS.includes(id)) return json(res, 404, { error: "session not found" });
+    if (!match || !id || !ENDINGS.includes(id))
+      return json(res, 404, { error: "session not found", code: "SESSION_NOT_FOUND" });
 
     if (req.method === "GET" && match[2] === "events") {
       res.writeHead(200, SSE_HEADERS);
@@ -77,7 +79,7 @@ function fakeApi(): Server {
       if (id === "ends") events.end();
       return;
     }
-    json(res, 404, { error: "not found" });
+    json(res, 404, { error: "not found", code: "NOT_FOUND" });
   });
 }
 
@@ -123,5 +125,40 @@ describe("svc sessions chat --prompt: the exit code says how the agent's run end
     const ended = await svc(["sessions", "chat", "ends", "--prompt", "hi"], { env });
     expect(ended.code, ended.stderr).toBe(1);
     expect(ended.stderr).toContain("error: the session's event stream ended; is session ends still running?");
+  });
+});
+
+describe("svc and an API it cannot use", () => {
+  it("an API error prints its message, code and status", async () => {
+    const server = fakeApi();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    const env = { ...cliHome().env, SVC_API_URL: `http://127.0.0.1:${port}/v1`, SVC_PROJECT_ID: PROJECT };
+    const refused = await svc(["sessions", "chat", "--prompt", "hi"], { env: { ...env, SVC_CLI_TOKEN: "svc_pat_x" } });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("error: unauthenticated (UNAUTHENTICATED, HTTP 401)");
+    const unknown = await svc(["sessions", "chat", "gone", "--prompt", "hi"], {
+      env: { ...env, SVC_CLI_TOKEN: "svc_pat_test" },
+    });
+    expect(unknown.stderr).toContain("error: session not found (SESSION_NOT_FOUND, HTTP 404)");
+    server.close();
+  });
+
+  it("a stack that is down: the error names the URL and, on loopback, says to start it", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const env = {
+      ...cliHome().env,
+      SVC_API_URL: `http://127.0.0.1:${port}/v1`,
+      SVC_CLI_TOKEN: "svc_pat_test",
+      SVC_PROJECT_ID: PROJECT,
+    };
+    const down = await svc(["sessions", "ls"], { env });
+    expect(down.code).toBe(1);
+    expect(down.stderr).toContain(
+      `error: cannot reach http://127.0.0.1:${port}/v1 (ECONNREFUSED); is the stack running? svc self-host start`,
+    );
   });
 });

@@ -1,6 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { z } from "zod";
 import { AbortResult, PromptAccepted } from "../../protocol/daemon.ts";
+import { MODEL_SETUP_COMMAND } from "../../protocol/env.ts";
+import { ErrorBody } from "../../protocol/errors.ts";
 import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SessionMessageBody } from "../../protocol/session.ts";
@@ -11,6 +13,24 @@ import { Params } from "./routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
 
 const CONTROL_TIMEOUT_MS = 15_000;
+
+/** What a person does about a sandbox with no model gateway (its env is fixed when it is provisioned). */
+export const modelNotConfigured = (sessionId: string) =>
+  apiError(
+    "MODEL_NOT_CONFIGURED",
+    `no model is configured for this session's agent; run '${MODEL_SETUP_COMMAND}', restart the stack ` +
+      `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${sessionId}'`,
+  );
+
+/** The stable code of a daemon's error answer, if it is one. */
+function daemonCode(text: string): string | undefined {
+  try {
+    const body = ErrorBody.safeParse(JSON.parse(text));
+    return body.success ? body.data.code : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** One control call to a session's daemon with its service key; the daemon's own errors map onto the catalogue. */
 async function control<S extends z.ZodType>(
@@ -33,9 +53,10 @@ async function control<S extends z.ZodType>(
   } catch (err) {
     throw apiError("SANDBOX_UNREACHABLE", `the session's sandbox did not answer: ${(err as Error).message}`);
   }
-  if (res.status === 503) throw apiError("SESSION_NOT_RUNNING", "the session's agent is starting; try again shortly");
   if (!res.ok) {
     const text = await res.text();
+    if (daemonCode(text) === "MODEL_NOT_CONFIGURED") throw modelNotConfigured(sessionId);
+    if (res.status === 503) throw apiError("SESSION_NOT_RUNNING", "the session's agent is starting; try again shortly");
     throw apiError("SANDBOX_UNREACHABLE", `the session's sandbox answered ${res.status}: ${text.slice(0, 200)}`);
   }
   return schema.parse(await res.json());

@@ -2,7 +2,8 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { CreatePreviewBody } from "../../protocol/preview.ts";
 import { CreateSessionBody, Session } from "../../protocol/session.ts";
-import { actingUserId } from "../auth/authenticate.ts";
+import { actingUserId, authorizeProject } from "../auth/authenticate.ts";
+import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import { createPreviewLink } from "./preview-links.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
@@ -11,6 +12,7 @@ import type { SessionRecord } from "./store.ts";
 const BASE = "/v1/projects/:projectId/sessions";
 /** `:projectId` and `:sessionId` of every route under a session. */
 export const Params = z.object({ projectId: z.string(), sessionId: z.string().min(1).max(100) });
+const SessionIdParams = Params.pick({ sessionId: true });
 
 /** Only the SPEC's session attributes leave the API. */
 const present = (s: SessionRecord) => Session.parse(s);
@@ -22,6 +24,21 @@ export function sessionRoutes(deps: SessionAccessDeps) {
       const body = parseInput(CreateSessionBody, req.body ?? {}, "body");
       const session = await service().create(req.project!, body, actingUserId(req.principal!));
       return reply.code(201).send(present(session));
+    });
+
+    /**
+     * A session by its id alone, so that a client holding only the id finds its project. The principal's own
+     * project access decides; a session it may not see is answered exactly as one that does not exist.
+     */
+    app.get("/v1/sessions/:sessionId", { config: { auth: "principal" } }, async (req) => {
+      const { sessionId } = parseInput(SessionIdParams, req.params, "params");
+      const notFound = apiError("SESSION_NOT_FOUND", `session ${sessionId} not found`);
+      const projectId = await service().projectOf(sessionId);
+      if (!projectId) throw notFound;
+      const project = await authorizeProject(deps, req.principal!, projectId, false).catch((err: unknown) => {
+        throw err instanceof ApiError ? notFound : err;
+      });
+      return present(await service().get(project, sessionId));
     });
 
     app.get(BASE, async (req) => ({ sessions: (await service().list(req.project!)).map(present) }));

@@ -94,6 +94,8 @@ export function createSessionService(deps: SessionServiceDeps) {
 
     get: load,
 
+    projectOf: (sessionId: string) => store.projectOf(sessionId),
+
     async sandboxTarget(project: Project, sessionId: string): Promise<SandboxTarget> {
       const cached = await deps.sandboxTargets.get(sessionId, () => loadSandboxTarget(project, sessionId));
       // A cached target of another project's session: answer as for a fresh lookup (not found).

@@ -79,6 +79,15 @@ export function createSessionStore(sql: Sql) {
       return row && toSession(row);
     },
 
+    /** The project a session id belongs to, whoever asks: callers check access before showing anything. */
+    async projectOf(sessionId: string): Promise<string | undefined> {
+      const [row] = await sql.query<{ project_id: string }>(
+        "select project_id from project_sessions where session_id = $1",
+        [sessionId],
+      );
+      return row?.project_id;
+    },
+
     async list(projectId: string): Promise<SessionRecord[]> {
       const rows = await sql.query<SessionRow>(
         `select ${SESSION_COLUMNS} from project_sessions where project_id = $1 order by created_at desc`,

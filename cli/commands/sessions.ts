@@ -1,14 +1,15 @@
 import { Command } from "commander";
-import { DEFAULT_PREVIEW_PORT } from "../../protocol/env.ts";
+import { DEFAULT_PREVIEW_PORT, MODEL_SETUP_COMMAND } from "../../protocol/env.ts";
+import { ApiHealth } from "../../protocol/health.ts";
 import { PreviewLink } from "../../protocol/preview.ts";
 import { Session, SessionList } from "../../protocol/session.ts";
-import { optionsOf, resolveContext, resolveProject } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parsePort } from "../flag-parsers.ts";
-import { info, printJson, printLine } from "../output.ts";
+import { info, printJson, printLine, warn } from "../output.ts";
 import { projectCommand } from "../project-command.ts";
+import { sessionCommand } from "../session-command.ts";
 import { printTable } from "../table.ts";
-import { chat } from "./chat.ts";
+import { chatAction } from "./chat.ts";
 import { dashboardUrl } from "./projects.ts";
 
 const WAIT_TIMEOUT_MS = 180_000;
@@ -52,8 +53,8 @@ export function sessionsCommand(): Command {
       .description("status, branch, base ref, agent, sandbox URL, errors")
       .argument("<id>"),
   ).action(async (id: string, _o, cmd: Command) => {
-    const { opts, ctx, path } = projectCommand(cmd, "sessions");
-    const s = await ctx.client.request("GET", path(`/${encodeURIComponent(id)}`), Session);
+    const { opts, ctx, path } = await sessionCommand(cmd, id);
+    const s = await ctx.client.request("GET", path(), Session);
     if (opts.json) return printJson(s);
     printSession(s);
   });
@@ -74,6 +75,9 @@ export function sessionsCommand(): Command {
       body: { prompt: o.prompt, agent: o.agent, model: o.model, base_ref: o.base },
     });
     info(`session ${s.session_id} ${s.status}…`);
+    const health = await ctx.client.request("GET", "/health", ApiHealth);
+    if (health.model_configured === false)
+      warn(`no model is configured: the agent cannot answer until one is; run '${MODEL_SETUP_COMMAND}'`);
     const deadline = Date.now() + WAIT_TIMEOUT_MS;
     while (o.wait && s.status === "provisioning" && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 500));
@@ -91,8 +95,8 @@ export function sessionsCommand(): Command {
   ] as const) {
     withProject(sessions.command(verb).description(describe).argument("<id>")).action(
       async (id: string, _o, cmd: Command) => {
-        const { opts, ctx, path } = projectCommand(cmd, "sessions");
-        const s = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/${verb}`), Session);
+        const { opts, ctx, path } = await sessionCommand(cmd, id);
+        const s = await ctx.client.request("POST", path(`/${verb}`), Session);
         if (opts.json) return printJson(s);
         info(`✓ session ${s.session_id} ${done}`);
       },
@@ -102,8 +106,8 @@ export function sessionsCommand(): Command {
   withProject(
     sessions.command("rm").description("stop and delete (the branch and its CRs stay)").argument("<id>"),
   ).action(async (id: string, _o, cmd: Command) => {
-    const { opts, ctx, path } = projectCommand(cmd, "sessions");
-    await ctx.client.request("DELETE", path(`/${encodeURIComponent(id)}`), Session.optional());
+    const { opts, ctx, path } = await sessionCommand(cmd, id);
+    await ctx.client.request("DELETE", path(), Session.optional());
     if (opts.json) return printJson({ session_id: id, removed: true });
     info(`✓ session ${id} removed`);
   });
@@ -114,10 +118,9 @@ export function sessionsCommand(): Command {
     .argument("<id>")
     .option("--project <id>", "project id or slug")
     .option("--json", "output JSON")
-    .action((id: string, _o, cmd: Command) => {
-      const opts = optionsOf<{ json?: boolean }>(cmd);
-      const ctx = resolveContext(opts, process.env, { quiet: true });
-      const url = `${dashboardUrl(ctx.hostUrl)}/projects/${resolveProject(opts)}/sessions/${id}`;
+    .action(async (id: string, _o, cmd: Command) => {
+      const { opts, ctx, project } = await sessionCommand(cmd, id, { quiet: true });
+      const url = `${dashboardUrl(ctx.hostUrl)}/projects/${project}/sessions/${id}`;
       if (opts.json) return printJson({ url });
       printLine(url);
     });
@@ -130,10 +133,7 @@ export function sessionsCommand(): Command {
       .argument("[id]", "session id (default: the project's newest running session)")
       .option("--prompt <text>", "send one message, print the reply as it streams, exit")
       .option("--new", "start a new conversation with the agent instead of continuing"),
-  ).action(async (id: string | undefined, _o, cmd: Command) => {
-    const { opts, ctx, path } = projectCommand<{ prompt?: string; new?: boolean }>(cmd, "sessions");
-    await chat(ctx, path, id, opts);
-  });
+  ).action(async (id: string | undefined, _o, cmd: Command) => chatAction(cmd, id));
 
   withProject(
     sessions
@@ -142,8 +142,8 @@ export function sessionsCommand(): Command {
       .argument("<id>")
       .argument("[port]", "sandbox port", parsePort, DEFAULT_PREVIEW_PORT),
   ).action(async (id: string, port: number, _o, cmd: Command) => {
-    const { opts, ctx, path } = projectCommand(cmd, "sessions");
-    const link = await ctx.client.request("POST", path(`/${encodeURIComponent(id)}/previews`), PreviewLink, {
+    const { opts, ctx, path } = await sessionCommand(cmd, id);
+    const link = await ctx.client.request("POST", path("/previews"), PreviewLink, {
       body: { port },
     });
     if (opts.json) return printJson(link);

@@ -1,14 +1,52 @@
 import { execFileSync } from "node:child_process";
 import type Docker from "dockerode";
+import { createSseReader } from "../../protocol/sse.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
 import { orchestratorFor, requireDocker } from "../harness/docker.ts";
 import { authedUrl, workRepo } from "../harness/git-fixture.ts";
 import { freePort } from "../harness/ports.ts";
+import { startScriptedLlm } from "../harness/scripted-llm.ts";
 import { load, waitUntilUp } from "./load.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
 const SESSIONS = 10;
+const ANSWERED = 5;
+
+/**
+ * What a person waits for after `svc sessions new`: the agent's answer to a first prompt. The events stream is
+ * retried while the agent boots (503), as `svc sessions chat` does; the run ends at its `idle`.
+ */
+async function firstAnswer(apiUrl: string, sessionPath: string, token: string): Promise<void> {
+  const headers = { authorization: `Bearer ${token}` };
+  const stop = new AbortController();
+  let events: Response;
+  for (;;) {
+    events = await fetch(`${apiUrl}${sessionPath}/events`, { headers, signal: stop.signal });
+    if (events.ok) break;
+    await events.text();
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const read = createSseReader();
+  const decoder = new TextDecoder();
+  let conversation: string | undefined;
+  try {
+    for await (const chunk of events.body as unknown as AsyncIterable<Uint8Array>) {
+      for (const data of read(decoder.decode(chunk, { stream: true }))) {
+        const event = JSON.parse(data) as { type: string; session?: string; message?: string };
+        if (event.type === "ready") {
+          const sent = await call(apiUrl, "POST", `${sessionPath}/messages`, { token, body: { text: "Say hello" } });
+          conversation = sent.body.conversation;
+        }
+        if (event.session !== conversation) continue;
+        if (event.type === "error") throw new Error(`the agent failed: ${event.message}`);
+        if (event.type === "idle") return;
+      }
+    }
+  } finally {
+    stop.abort();
+  }
+}
 
 /**
  * A page's requests through a preview link (API, then the sandbox daemon) against the same app reached directly
@@ -29,15 +67,22 @@ async function benchPreview(docker: Docker, containerId: string, apiUrl: string,
   return `preview link through the API: ${Math.round(proxied.requests.average)} req/s (p50 ${proxied.latency.p50} ms) vs the app at the container's address ${Math.round(direct.requests.average)} req/s (p50 ${direct.latency.p50} ms): ${((proxied.requests.average / direct.requests.average) * 100).toFixed(0)}%`;
 }
 
-/** Session create -> running with a cached image, against a bare `docker run --rm <image> true`. */
+/**
+ * Session create -> running with a cached image, against a bare `docker run --rm <image> true`; and create -> the
+ * agent's first answer (the real opencode, a scripted model), against create -> running.
+ */
 export async function benchSessionStart() {
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");
   const port = await freePort();
+  const llm = await startScriptedLlm([{ when: "Say hello", steps: [{ text: "Hello." }] }]);
   const api = await startApi(db.sql, {
     host: "0.0.0.0",
     port,
-    orchestrator: orchestratorFor(port, { sessionCap: 100 }),
+    orchestrator: orchestratorFor(port, {
+      sessionCap: 100,
+      llm: { baseUrl: llm.url, apiKey: "bench", model: "scripted" },
+    }),
   });
   try {
     const user = await seedUser(api.services);
@@ -88,11 +133,18 @@ export async function benchSessionStart() {
       ids.push(id);
       await sessions(`/${id}`, "DELETE");
     });
+    const answers = await timeRuns(ANSWERED, async () => {
+      const id = await startOne();
+      await firstAnswer(api.url, `/v1/projects/${project.id}/sessions/${id}`, user.token);
+      await sessions(`/${id}`, "DELETE");
+    });
     const ratio = percentile(starts, 50) / percentile(bare, 50);
+    const answerRatio = percentile(answers, 50) / percentile(starts, 50);
     return {
       ok: ratio <= 3 && rssMb < 60,
       lines: [
         `session create -> running (cached image, ${SESSIONS} runs): p50 ${ms(percentile(starts, 50))} ms, p95 ${ms(percentile(starts, 95))} ms | bare docker run --rm true p50 ${ms(percentile(bare, 50))} ms | ratio ${ratio.toFixed(2)}x (need <= 3x)`,
+        `session create -> first answer (opencode, scripted model, ${ANSWERED} runs): p50 ${ms(percentile(answers, 50))} ms, p95 ${ms(percentile(answers, 95))} ms | ratio to create -> running ${answerRatio.toFixed(2)}x`,
         `idle svc-agent RSS: ${rssMb.toFixed(1)} MB (need < 60 MB)`,
         preview,
       ],
@@ -100,5 +152,6 @@ export async function benchSessionStart() {
   } finally {
     await api.close();
     await db.drop();
+    llm.close();
   }
 }

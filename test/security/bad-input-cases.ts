@@ -340,6 +340,7 @@ export const OTHER_ROUTES: { method: string; path: string; body: boolean }[] = [
   { method: "GET", path: `/v1/projects/${PROJECT}/secrets`, body: false },
   { method: "GET", path: `/v1/projects/${PROJECT}/sessions`, body: false },
   { method: "GET", path: ses, body: false },
+  { method: "GET", path: "/v1/sessions/:sessionId", body: false },
   { method: "POST", path: `${ses}/stop`, body: true },
   { method: "POST", path: `${ses}/restart`, body: true },
   { method: "DELETE", path: ses, body: true },

@@ -1,0 +1,21 @@
+import { describe, expect, it } from "vitest";
+import { loadDaemonConfig } from "./config.ts";
+import { opencodeConfig } from "./opencode.ts";
+
+const config = (env: Record<string, string> = {}) => loadDaemonConfig({ SVC_TOKEN: "k".repeat(32), ...env });
+
+describe("opencodeConfig", () => {
+  it("enables only the svc gateway, and with no gateway no provider at all (never opencode's built-in ones)", () => {
+    expect(opencodeConfig(config())).toMatchObject({ enabled_providers: ["svc"] });
+    expect(opencodeConfig(config())).not.toHaveProperty("provider");
+    expect(opencodeConfig(config())).not.toHaveProperty("model");
+    const withGateway = opencodeConfig(
+      config({ SVC_LLM_BASE_URL: "http://gw:9000/v1", SVC_LLM_API_KEY: "sk", SVC_AGENT_MODEL: "gw/m" }),
+    );
+    expect(withGateway).toMatchObject({
+      enabled_providers: ["svc"],
+      model: "svc/m",
+      provider: { svc: { options: { baseURL: "http://gw:9000/v1", apiKey: "sk" } } },
+    });
+  });
+});

@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { execIn } from "./support/docker.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+
+const SETUP = "svc self-host env set SVC_LLM_BASE_URL=<url> SVC_LLM_API_KEY=<key> SVC_AGENT_MODEL=<model>";
+
+/** A stack with no model gateway: svc says so, with the command that fixes it, instead of waiting in silence. */
+describe("svc sessions with no model configured", () => {
+  let sandboxed: SandboxedProject;
+  let env: CliEnv;
+
+  beforeAll(async () => {
+    sandboxed = await startSandboxedProject("Modelless");
+    env = {
+      ...cliHome().env,
+      SVC_API_URL: `${sandboxed.api.url}/v1`,
+      SVC_CLI_TOKEN: sandboxed.user.token,
+      SVC_PROJECT_ID: sandboxed.project.id,
+    };
+  }, 300_000);
+  afterAll(async () => {
+    await sandboxed?.close();
+  });
+
+  it("sessions new warns; chat --prompt fails within seconds with the env-set line; opencode has no provider", async () => {
+    const created = await svc(["sessions", "new"], { env });
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stderr).toContain(
+      `warning: no model is configured: the agent cannot answer until one is; run '${SETUP}'`,
+    );
+    const id = created.stdout.trim();
+
+    const started = Date.now();
+    const chat = await svc(["sessions", "chat", id, "--prompt", "hello?"], { env });
+    expect(chat.code, chat.stderr).toBe(1);
+    expect(chat.stderr).toContain(
+      `error: no model is configured for this session's agent; run '${SETUP}', restart the stack ` +
+        `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${id}' ` +
+        "(MODEL_NOT_CONFIGURED, HTTP 503)",
+    );
+    expect(Date.now() - started).toBeLessThan(5000);
+
+    // The agent runtime runs, idle, with only the svc provider enabled and none defined: it can never fall back to
+    // its built-in providers (which retry the internet for a minute before failing).
+    const session = (await sandboxed.sessions(`/${id}`)).body;
+    const health = await (await fetch(`${session.sandbox_url}/svc/health`)).json();
+    expect(health).toMatchObject({ agent: { state: "running" }, busy: false });
+    const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${id}`] } });
+    const environ = await execIn(sandboxed.docker, container!.Id, ["cat", `/proc/${health.agent.pid}/environ`]);
+    const config = environ.out
+      .split("\0")
+      .find((line) => line.startsWith("OPENCODE_CONFIG_CONTENT="))!
+      .slice("OPENCODE_CONFIG_CONTENT=".length);
+    expect(JSON.parse(config)).toMatchObject({ enabled_providers: ["svc"] });
+    expect(JSON.parse(config)).not.toHaveProperty("provider");
+  }, 180_000);
+});
