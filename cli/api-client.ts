@@ -22,9 +22,15 @@ export class ApiRequestError extends CliError {
 const LooseError = z.object({ error: z.string().min(1) }).loose();
 
 /**
- * `unreachableHint`: what to try when nothing answers at the URL (for the self-hosted stack: start it).
+ * `unreachableHint`: what to try when nothing answers at the URL (for the self-hosted stack: start it);
+ * `unauthorizedHint`: how to log in again when the stored token is refused (401).
  */
-export function createApiClient(options: { baseUrl: string; token: string | undefined; unreachableHint?: string }) {
+export function createApiClient(options: {
+  baseUrl: string;
+  token: string | undefined;
+  unreachableHint?: string;
+  unauthorizedHint?: string;
+}) {
   const base = options.baseUrl.replace(/\/+$/, "");
 
   async function send(method: string, path: string, opts: RequestOptions & { accept?: string; signal?: AbortSignal }) {
@@ -57,8 +63,9 @@ export function createApiClient(options: { baseUrl: string; token: string | unde
       body.success && Array.isArray(body.data.conflicts) ? `: ${(body.data.conflicts as string[]).join(", ")}` : "";
     const reason = body.success && typeof body.data.reason === "string" ? ` (${body.data.reason})` : "";
     const code = body.success ? `${body.data.code}, ` : "";
+    const hint = res.status === 401 && options.unauthorizedHint ? `; ${options.unauthorizedHint}` : "";
     return new ApiRequestError(
-      `${message}${reason}${detail} (${code}HTTP ${res.status})`,
+      `${message}${reason}${detail} (${code}HTTP ${res.status})${hint}`,
       res.status,
       body.success ? body.data.code : undefined,
       body.success ? body.data : undefined,

@@ -52,7 +52,12 @@ export function resolveContext(
     hostName,
     hostUrl: host?.url ?? apiUrl.replace(/\/v1$/, ""),
     token,
-    client: createApiClient({ baseUrl: apiUrl, token, unreachableHint: unreachableHint(hostName, apiUrl) }),
+    client: createApiClient({
+      baseUrl: apiUrl,
+      token,
+      unreachableHint: unreachableHint(hostName, apiUrl),
+      unauthorizedHint: tokenSource === "the stored login" ? `to log in again, ${loginHint(hostName)}` : undefined,
+    }),
     verbose: Boolean(opts.verbose),
   };
 }

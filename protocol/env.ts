@@ -48,4 +48,4 @@ export const AGENT_HOME = "/opt/svc/home";
 export const DEFAULT_PREVIEW_PORT = 3000;
 
 /** How a self-hosted installation gets a model gateway: the exact command, quoted in every "no model" message. */
-export const MODEL_SETUP_COMMAND = `svc self-host env set ${SandboxEnv.llmBaseUrl}=<url> ${SandboxEnv.llmApiKey}=<key> ${SandboxEnv.agentModel}=<model>`;
+export const MODEL_SETUP_COMMAND = `svc self-host env set ${SandboxEnv.llmBaseUrl}=… ${SandboxEnv.llmApiKey}=… ${SandboxEnv.agentModel}=…`;

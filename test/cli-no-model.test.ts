@@ -3,7 +3,7 @@ import { type CliEnv, cliHome, svc } from "./support/cli.ts";
 import { execIn } from "./support/docker.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
-const SETUP = "svc self-host env set SVC_LLM_BASE_URL=<url> SVC_LLM_API_KEY=<key> SVC_AGENT_MODEL=<model>";
+const SETUP = "svc self-host env set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=…";
 
 /** A stack with no model gateway: svc says so, with the command that fixes it, instead of waiting in silence. */
 describe("svc sessions with no model configured", () => {

@@ -106,6 +106,14 @@ describe("the CLI's results and errors (real binary, real API)", () => {
     expect(after.code).toBe(1);
     expect(after.stderr).toContain("not logged in to again; run 'svc login --host again'");
 
+    // A stored token the API no longer accepts: the 401 says how to log in again.
+    const config = JSON.parse(readFileSync(env.SVC_CONFIG_FILE!, "utf8"));
+    config.hosts.stale = { url: api.url, token: "svc_pat_revokedrevokedrevokedrevoked" };
+    writeFileSync(env.SVC_CONFIG_FILE!, JSON.stringify(config));
+    const stale = await run(["cr", "ls", "--host", "stale", "--project", "p"]);
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toMatch(/\(UNAUTHENTICATED, HTTP 401\); to log in again, run 'svc login --host stale'/);
+
     const selfhost = await run(["cr", "ls", "--host", "selfhost"]);
     expect(selfhost.code).toBe(1);
     expect(selfhost.stderr).toContain(
