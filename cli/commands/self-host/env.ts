@@ -106,7 +106,9 @@ function check(key: string, value: string): string | undefined {
   const parsed = setting.schema.safeParse(value);
   if (!parsed.success) {
     const got = setting.secret ? "" : ` (got '${value}')`;
-    throw usageError(`${key} must be ${KIND_TEXT[setting.kind]}: ${parsed.error.issues[0]?.message}${got}`);
+    const issue = parsed.error.issues[0];
+    const why = issue && issue.code !== "invalid_type" ? `: ${issue.message}` : "";
+    throw usageError(`${key} must be ${KIND_TEXT[setting.kind]}${why}${got}`);
   }
   return undefined;
 }
