@@ -17,8 +17,8 @@ const config = loadConfig();
 const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir });
 await migrate(sql);
 const o = config.orchestrator;
-// Sandbox networks the driver finds or makes, reported once the API listens (below).
-let onSandboxNetwork: (network: SandboxNetwork) => void = () => {};
+// Sandbox networks the driver finds or makes; the API listens on them unless it listens everywhere (below).
+let onSandboxNetwork: (network: SandboxNetwork) => Promise<void> = async () => {};
 const backend = o.enabled
   ? await connectSandboxBackend({ baseImage: o.baseImage, onNetwork: (network) => onSandboxNetwork(network) })
   : undefined;
@@ -48,14 +48,21 @@ const { app, services } = await buildApp({
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);
 if (!backend) log("no Docker engine answered (or SVC_ORCHESTRATOR=off): sessions are unavailable");
-const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
-const stopBackground = services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs }) ?? (() => {});
-
 const sandboxListener = createSandboxListener(
   app.server,
   () => (app.server.address() as AddressInfo).port,
   (msg, extra) => app.log.info(extra, msg),
 );
+// Listening on every address already covers the sandboxes' network; otherwise they get their own door.
+if (backend && config.host !== "0.0.0.0" && config.host !== "::") {
+  onSandboxNetwork = sandboxListener.bind;
+  const existing = await backend.driver.network(services.installationId);
+  if (existing)
+    void sandboxListener.bind(existing).catch((err) => log("cannot listen for sandboxes", { error: String(err) }));
+}
+const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
+const stopBackground = services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs }) ?? (() => {});
+
 let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
@@ -72,9 +79,3 @@ process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
 
 await app.listen({ port: config.port, host: config.host });
-// Listening on every address already covers the sandboxes' network; otherwise they get their own door.
-if (backend && config.host !== "0.0.0.0" && config.host !== "::") {
-  onSandboxNetwork = (network) =>
-    void sandboxListener.bind(network).catch((err) => log("cannot listen for sandboxes", { error: String(err) }));
-  await sandboxListener.bind(await backend.driver.network(services.installationId));
-}

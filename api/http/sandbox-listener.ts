@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import type { Server } from "node:http";
 import { BlockList, createServer, isIPv4, type Server as NetServer } from "node:net";
 
@@ -11,12 +12,22 @@ export function createSandboxListener(
   port: () => number,
   log: (msg: string, extra: Record<string, unknown>) => void,
 ) {
-  let current: { address: string; listener: NetServer } | undefined;
+  let current: { address: string; listener: NetServer; ready: Promise<void> } | undefined;
 
-  async function bind(network: { hostAddress: string; subnet: string }): Promise<void> {
-    if (current?.address === network.hostAddress) return;
+  async function listen(listener: NetServer, network: { hostAddress: string; subnet: string }): Promise<void> {
+    // Same port as the API's, so the API must listen first (a sandbox may be started before it does).
+    if (!server.listening) await once(server, "listening");
+    await new Promise<void>((resolve, reject) => {
+      listener.once("error", reject);
+      listener.listen(port(), network.hostAddress, () => resolve());
+    });
+    log("listening for sandboxes", { address: `${network.hostAddress}:${port()}`, subnet: network.subnet });
+  }
+
+  /** Listens on the network's host address, once per address; a later call for it waits for the same listener. */
+  function bind(network: { hostAddress: string; subnet: string }): Promise<void> {
+    if (current?.address === network.hostAddress) return current.ready;
     current?.listener.close();
-    current = undefined;
     const [base, bits] = network.subnet.split("/");
     const allowed = new BlockList();
     allowed.addSubnet(base!, Number(bits), "ipv4");
@@ -25,18 +36,14 @@ export function createSandboxListener(
       if (!isIPv4(peer) || !allowed.check(peer, "ipv4")) return void socket.destroy();
       server.emit("connection", socket);
     });
-    // Recorded before it listens: the driver's report of the same network arrives while this one is binding.
-    current = { address: network.hostAddress, listener };
-    try {
-      await new Promise<void>((resolve, reject) => {
-        listener.once("error", reject);
-        listener.listen(port(), network.hostAddress, () => resolve());
-      });
-    } catch (err) {
-      if (current?.listener === listener) current = undefined;
-      throw err;
-    }
-    log("listening for sandboxes", { address: `${network.hostAddress}:${port()}`, subnet: network.subnet });
+    const ready = listen(listener, network);
+    const entry = { address: network.hostAddress, listener, ready };
+    current = entry;
+    // A failed bind is tried again by the next sandbox.
+    ready.catch(() => {
+      if (current === entry) current = undefined;
+    });
+    return ready;
   }
 
   return {

@@ -10,7 +10,7 @@ import type { SandboxDriver, SandboxNetwork } from "./driver.ts";
  * The base image defaults to the locally built one when present (no registry here), else the public image.
  */
 export async function connectSandboxBackend(
-  options: { baseImage?: string; onNetwork?: (network: SandboxNetwork) => void } = {},
+  options: { baseImage?: string; onNetwork?: (network: SandboxNetwork) => Promise<void> } = {},
 ): Promise<{ driver: SandboxDriver; baseImage: string } | undefined> {
   const docker = new Docker();
   try {

@@ -76,8 +76,9 @@ function withOrchestratorErrors(driver: SandboxDriver): SandboxDriver {
 export function createDockerDriver(options: {
   docker?: Docker;
   servicePort: number;
-  /** Told each time a network is found or made: the API listens on its host address (it may change after a prune). */
-  onNetwork?: (network: SandboxNetwork) => void;
+  /** Awaited each time a network is found or made, before a sandbox joins it: the API listens on its host
+   * address (which may change when the network is made again after a prune). */
+  onNetwork?: (network: SandboxNetwork) => Promise<void>;
 }): SandboxDriver {
   const docker = options.docker ?? new Docker();
   const port = `${options.servicePort}/tcp`;
@@ -135,12 +136,14 @@ export function createDockerDriver(options: {
     const name = sandboxNetworkName(installation);
     let pending = networks.get(name);
     if (!pending) {
-      pending = createNetwork(name, installation).then(describeNetwork);
+      pending = createNetwork(name, installation)
+        .then(describeNetwork)
+        .then(async (network) => {
+          await options.onNetwork?.(network);
+          return network;
+        });
       networks.set(name, pending);
-      pending.then(
-        (network) => options.onNetwork?.(network),
-        () => networks.delete(name),
-      );
+      pending.catch(() => networks.delete(name));
     }
     return pending;
   }
@@ -218,8 +221,10 @@ export function createDockerDriver(options: {
 
     inspect,
 
-    network: async (installationId: string) => {
-      const { hostAddress, subnet } = await ensureNetwork(installationId);
+    async network(installationId: string) {
+      const id = await findNetwork(sandboxNetworkName(installationId));
+      if (!id) return undefined;
+      const { hostAddress, subnet } = await describeNetwork(id);
       return { hostAddress, subnet };
     },
 

@@ -55,8 +55,9 @@ export type SandboxDriver = {
   stop(id: string): Promise<void>;
   remove(id: string): Promise<void>;
   inspect(id: string): Promise<SandboxInfo | undefined>;
-  /** The installation's sandbox network, made if missing: the API listens on its host address for sandboxes. */
-  network(installationId: string): Promise<SandboxNetwork>;
+  /** The installation's sandbox network if it exists (the first sandbox makes it): the API listens on its host
+   * address at start, for sandboxes still running from before. */
+  network(installationId: string): Promise<SandboxNetwork | undefined>;
   /** Every sandbox of one installation, running or not. */
   listOwned(installationId: string): Promise<SandboxInfo[]>;
   imageExists(tag: string): Promise<boolean>;

@@ -7,7 +7,7 @@ export type ScriptStep = { tool: string; args: Record<string, unknown> } | { tex
 export type ScriptRule = { when: string; steps: ScriptStep[] };
 
 type Message = { role: string; content?: unknown };
-type ChatRequest = { stream?: boolean; tools?: unknown[]; messages: Message[] };
+type ChatRequest = { model?: string; stream?: boolean; tools?: unknown[]; messages: Message[] };
 
 const textOf = (m: Message) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content ?? ""));
 
@@ -29,8 +29,13 @@ async function readBody(req: IncomingMessage): Promise<ChatRequest> {
  * An OpenAI-compatible chat-completions server that plays a script, streaming the way opencode reads it:
  * a role chunk, the tool call's arguments, `finish_reason`, `[DONE]`. A request without tools (title
  * generation) gets plain text. It listens on every interface so sandboxes reach it through the bridge.
+ * With `gateway.apiKey` or `gateway.models` it refuses another key (401) or model (404) with OpenAI's error bodies.
  */
-export async function startScriptedLlm(rules: ScriptRule[], host = "0.0.0.0") {
+export async function startScriptedLlm(
+  rules: ScriptRule[],
+  host = "0.0.0.0",
+  gateway: { apiKey?: string; models?: string[] } = {},
+) {
   let requests = 0;
   const server = createServer(async (req, res) => {
     if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
@@ -38,6 +43,14 @@ export async function startScriptedLlm(rules: ScriptRule[], host = "0.0.0.0") {
       return;
     }
     const request = await readBody(req);
+    const refuse = (status: number, message: string, code: string) =>
+      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ error: { message, code } }));
+    if (gateway.apiKey && req.headers.authorization !== `Bearer ${gateway.apiKey}`) {
+      return refuse(401, "Incorrect API key provided", "invalid_api_key");
+    }
+    if (gateway.models && !gateway.models.includes(request.model ?? "")) {
+      return refuse(404, `The model \`${request.model}\` does not exist`, "model_not_found");
+    }
     requests += 1;
     const id = `chatcmpl-${requests}`;
     const chunk = (delta: unknown, finish: string | null = null) =>
