@@ -23,7 +23,7 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
 
   beforeAll(async () => {
     port = await freePort();
-    llm = await startScriptedLlm([], "127.0.0.1", { apiKey: "sk-right-key-123456", models: ["good-model"] });
+    llm = await startScriptedLlm([], "0.0.0.0", { apiKey: "sk-right-key-123456", models: ["good-model"] });
   });
   afterAll(async () => {
     llm?.close();
@@ -212,9 +212,11 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
     expect((await run(["self-host", "env", "set", ...good])).code).toBe(0);
     const ok = await run(["self-host", "doctor"]);
     expect(ok.code, ok.stdout + ok.stderr).toBe(0);
+    const gatewayPort = new URL(llm.url).port;
     expect(ok.stdout.split("\n").slice(3)).toEqual([
       `✓ model 'good-model' at ${llm.url}`,
       `✓ the model gateway at ${llm.url} answers with model 'good-model'`,
+      `✓ sandboxes reach the model gateway as http://host.docker.internal:${gatewayPort}`,
     ]);
     expect(JSON.parse((await run(["self-host", "doctor", "--json"])).stdout).ok).toBe(true);
     const status = JSON.parse((await run(["self-host", "status", "--json"])).stdout);
@@ -242,6 +244,24 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
       expect(res.stdout.split("\n").at(-1), pair).toBe(line);
       expect(res.stderr).toBe("error: 1 of 5 checks failed");
       expect(res.stdout).not.toContain("sk-wrong-key-654321");
+    }
+
+    // Answering here is not enough: sandboxes call a loopback gateway on this machine's Docker bridge address.
+    const loopbackOnly = await startScriptedLlm([], "127.0.0.1");
+    try {
+      await run(["self-host", "env", "set", ...good, `SVC_LLM_BASE_URL=${loopbackOnly.url}`]);
+      const res = await run(["self-host", "doctor"]);
+      expect(res.code).toBe(1);
+      const bridge = (
+        await execa("docker", ["network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}"])
+      ).stdout.trim();
+      const lpPort = new URL(loopbackOnly.url).port;
+      expect(res.stdout.split("\n").at(-1)).toBe(
+        `✗ the model gateway listens on loopback only: sandboxes call it as host.docker.internal:${lpPort}, this machine's Docker bridge address (${bridge}); make it listen on 0.0.0.0`,
+      );
+      expect(res.stderr).toBe("error: 1 of 6 checks failed");
+    } finally {
+      loopbackOnly.close();
     }
     await run(["self-host", "env", "set", ...good]);
   });

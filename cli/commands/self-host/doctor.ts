@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { LOCAL_BASE_IMAGE, MODEL_ENV_SET_LINE, PUBLIC_BASE_IMAGE } from "../../../protocol/stack-settings.ts";
 import { CliError } from "../../errors.ts";
 import { printJson, printLine } from "../../output.ts";
@@ -109,6 +110,50 @@ async function checkGateway(model: Model): Promise<Check> {
   return { check, ok: false, detail: `the model gateway answered HTTP ${res.status}${message}` };
 }
 
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "0.0.0.0"]);
+
+/** This machine's address on Docker's default bridge (its interface may be down, the address answers anyway). */
+async function defaultBridgeAddress(): Promise<string | undefined> {
+  const res = await dockerGet("/networks/bridge");
+  if (!("status" in res) || res.status !== 200) return undefined;
+  const configs: { Gateway?: string }[] = JSON.parse(res.body)?.IPAM?.Config ?? [];
+  return configs.find((c) => c.Gateway && !c.Gateway.includes(":"))?.Gateway;
+}
+
+function tcpOpen(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, timeout: 2000 });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once("connect", () => done(true));
+    socket.once("timeout", () => done(false));
+    socket.once("error", () => done(false));
+  });
+}
+
+/**
+ * A gateway on this machine's loopback is what sandboxes call as host.docker.internal, an address of this machine
+ * on a Docker bridge: one that listens on 127.0.0.1 only answers here and never to them. The default bridge's
+ * gateway stands for theirs: a gateway listening on every address answers on both.
+ */
+async function checkGatewayFromSandboxes(model: Model): Promise<Check | undefined> {
+  const url = new URL(model.baseUrl);
+  if (!LOOPBACK.has(url.hostname)) return undefined;
+  const bridge = await defaultBridgeAddress();
+  if (!bridge) return undefined;
+  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  const ok = await tcpOpen(bridge, port);
+  return {
+    check: "model-gateway-from-sandboxes",
+    ok,
+    detail: ok
+      ? `sandboxes reach the model gateway as http://host.docker.internal:${port}`
+      : `the model gateway listens on loopback only: sandboxes call it as host.docker.internal:${port}, this machine's Docker bridge address (${bridge}); make it listen on 0.0.0.0`,
+  };
+}
+
 export async function doctor(options: { json?: boolean }): Promise<void> {
   const state = ensureState(selfHostPaths());
   const model = configuredModel(state);
@@ -119,7 +164,12 @@ export async function doctor(options: { json?: boolean }): Promise<void> {
     ok: model !== undefined,
     detail: model ? `model '${model.model}' at ${model.baseUrl}` : `no model is configured: ${MODEL_ENV_SET_LINE}`,
   });
-  if (model) checks.push(await checkGateway(model));
+  if (model) {
+    const gateway = await checkGateway(model);
+    checks.push(gateway);
+    const fromSandboxes = gateway.ok ? await checkGatewayFromSandboxes(model) : undefined;
+    if (fromSandboxes) checks.push(fromSandboxes);
+  }
   const failed = checks.filter((c) => !c.ok).length;
   if (options.json) printJson({ ok: failed === 0, checks });
   else for (const c of checks) printLine(`${c.ok ? "✓" : "✗"} ${c.detail}`);
