@@ -171,6 +171,11 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
         `error: SVC_LOG_LEVEL must be one of its choices: Invalid option: expected one of "fatal"|"error"|"warn"|"info"|"debug"|"trace"|"silent" (got 'loud')`,
       ],
       ["SVC_PORT=8080", "error: SVC_PORT is not set with env set: it comes from svc self-host start --port"],
+      // A secret's value never appears in the refusal.
+      [
+        "DATABASE_URL=mysql://app:hunter2@db/x",
+        "error: DATABASE_URL must be a URL: must start with postgres:// or postgresql://",
+      ],
     ];
     for (const [pair, message] of refusals) {
       const res = await run(["self-host", "env", "set", "SVC_AGENT_MODEL=kept-out", pair]);
