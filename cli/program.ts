@@ -12,11 +12,13 @@ import { selfHostCommand } from "./commands/self-host/index.ts";
 import { sessionsCommand } from "./commands/sessions.ts";
 import { shipCommand } from "./commands/ship.ts";
 import { triggersCommand } from "./commands/triggers.ts";
+import { uninstallCommand } from "./commands/uninstall.ts";
+import { updateCommand } from "./commands/update.ts";
 import { usageError } from "./errors.ts";
 import { printLine } from "./output.ts";
 
 /** SPEC commands this build does not have yet: never mistaken for a new project's name. */
-const NOT_YET = ["update", "uninstall", "channels"];
+const NOT_YET = ["channels"];
 
 export function buildProgram(): Command {
   const program = new Command("svc")
@@ -41,6 +43,8 @@ export function buildProgram(): Command {
   program.addCommand(shipCommand());
   program.addCommand(selfHostCommand());
   program.addCommand(initCommand());
+  program.addCommand(updateCommand());
+  program.addCommand(uninstallCommand());
   program.addCommand(gitCredentialCommand(), { hidden: true });
 
   // `svc <project-name>`: scaffold a new directory. A near-miss of a command, or a word followed by more words

@@ -20,7 +20,7 @@ done
 su postgres -c "psql -qtAc \"select 1 from pg_roles where rolname = 'svc'\"" | grep -q 1 ||
   su postgres -c "psql -qc \"create role svc login createdb password 'svc'\""
 # Test databases are dropped with (force); that may need to end an autovacuum worker's connection.
-su postgres -c "psql -qc 'grant pg_signal_backend to svc'" >/dev/null
+su postgres -c "psql -qc 'set client_min_messages = warning; grant pg_signal_backend to svc'" >/dev/null
 su postgres -c "psql -qtAc \"select 1 from pg_database where datname = 'svc'\"" | grep -q 1 ||
   su postgres -c "createdb -O svc svc"
 echo "setup: postgres $version ready at postgres://svc:svc@127.0.0.1:5432/svc" >&2

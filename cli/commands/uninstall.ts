@@ -1,0 +1,85 @@
+import { rmdirSync, rmSync } from "node:fs";
+import { dirname } from "node:path";
+import { createInterface } from "node:readline/promises";
+import { Command } from "commander";
+import { configPath } from "../config-file.ts";
+import { CliError, usageError } from "../errors.ts";
+import { currentInstallation, installRecordPath, shimsOf } from "../installation.ts";
+import { info, printJson } from "../output.ts";
+import { isAlive, readPid } from "./self-host/process.ts";
+import { selfHostPaths } from "./self-host/state.ts";
+import { stopSelfHost } from "./self-host/stop.ts";
+
+export type UninstallOptions = { keepHome?: boolean; keepAuth?: boolean; yes?: boolean; json?: boolean };
+
+async function confirm(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+function remove(path: string): void {
+  try {
+    rmSync(path, { recursive: true, force: true });
+  } catch (err) {
+    throw new CliError(`cannot remove ${path}: ${(err as Error).message}`);
+  }
+}
+
+export async function uninstallSvc(options: UninstallOptions): Promise<void> {
+  const paths = selfHostPaths();
+  const installation = currentInstallation(paths.home);
+  const shims = shimsOf(installation);
+  const config = configPath();
+  const doomed = [
+    ...shims,
+    ...(options.keepHome ? [] : [`${paths.home} (the stack's data)`]),
+    ...(options.keepAuth ? [] : [`${config} (stored tokens)`]),
+  ];
+  if (!options.yes) {
+    if (!process.stdin.isTTY) throw usageError("--yes is required when not interactive");
+    const list = doomed.map((d) => `  ${d}\n`).join("");
+    if (!(await confirm(`svc uninstall stops the stack and removes:\n${list}Continue? [y/N] `))) {
+      throw new CliError("cancelled; nothing was removed");
+    }
+  }
+
+  const pid = readPid(paths);
+  const wasRunning = pid !== undefined && isAlive(pid);
+  await stopSelfHost();
+  for (const shim of shims) remove(shim);
+  remove(options.keepHome ? installRecordPath(paths.home) : paths.home);
+  if (!options.keepAuth) {
+    remove(config);
+    // The default directory (~/.config/svc) is svc's own: gone too when nothing else was put there.
+    if (!process.env.SVC_CONFIG_FILE) {
+      try {
+        rmdirSync(dirname(config));
+      } catch {}
+    }
+  }
+
+  const result = {
+    shims_removed: shims,
+    home: { path: paths.home, removed: !options.keepHome },
+    config: { path: config, removed: !options.keepAuth },
+    stack_stopped: wasRunning,
+    checkout: installation.checkout,
+  };
+  if (options.json) printJson(result);
+  else info(`✓ svc uninstalled: removed ${doomed.length ? doomed.join(", ") : "nothing"}`);
+  info(`the checkout ${installation.checkout} stays; delete it yourself when you no longer need it`);
+}
+
+export function uninstallCommand(): Command {
+  return new Command("uninstall")
+    .description("remove the svc shim, stop the stack, remove its home and the stored tokens")
+    .option("--keep-home", "keep $SVC_HOME (default ~/.svc): the stack's data")
+    .option("--keep-auth", "keep the CLI config file with the stored tokens")
+    .option("--yes", "do not ask for confirmation (required when not interactive)")
+    .option("--json", "output JSON")
+    .action((opts: UninstallOptions) => uninstallSvc(opts));
+}
