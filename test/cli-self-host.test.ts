@@ -1,4 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -249,6 +250,21 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
       expect(res.stdout.split("\n").at(-1), pair).toBe(line);
       expect(res.stderr).toBe("error: 1 of 5 checks failed");
       expect(res.stdout).not.toContain("sk-wrong-key-654321");
+    }
+
+    // A gateway that takes the connection and never answers: the doctor gives up after 10 s.
+    const silent = createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const silentUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/v1`;
+    try {
+      await run(["self-host", "env", "set", ...good, `SVC_LLM_BASE_URL=${silentUrl}`]);
+      const started = Date.now();
+      const res = await run(["self-host", "doctor"]);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(10_000);
+      expect(res.code).toBe(1);
+      expect(res.stdout.split("\n").at(-1)).toBe(`✗ the model gateway at ${silentUrl} did not answer within 10 s`);
+    } finally {
+      silent.close();
     }
 
     // Answering here is not enough: sandboxes call a loopback gateway on this machine's Docker bridge address.
