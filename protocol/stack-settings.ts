@@ -153,8 +153,6 @@ type Shape = { [S in Catalogue[number] as S["key"]]: S["schema"] };
 export const StackEnv = z.object(Object.fromEntries(STACK_SETTINGS.map((s) => [s.key, s.schema])) as Shape);
 export type StackEnv = z.infer<typeof StackEnv>;
 
-export const MODEL_SETTINGS = ["SVC_LLM_BASE_URL", "SVC_LLM_API_KEY", "SVC_AGENT_MODEL"] as const;
-
 /** The exact line that configures a model, for every message that says none is. */
 export const MODEL_ENV_SET_LINE = "svc self-host env set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=…";
 

@@ -80,3 +80,9 @@ export function localOrigin(state: SelfHostState): string {
   }
   return listen.includes(":") ? `http://[${listen}]:${port}` : `http://${listen}:${port}`;
 }
+
+/** A model is configured when the gateway and the model name are (a gateway may take no key). */
+export function configuredModel(state: SelfHostState): { baseUrl: string; model: string; apiKey?: string } | undefined {
+  const { SVC_LLM_BASE_URL: baseUrl, SVC_AGENT_MODEL: model, SVC_LLM_API_KEY: apiKey } = state.env;
+  return baseUrl && model ? { baseUrl, model, apiKey } : undefined;
+}

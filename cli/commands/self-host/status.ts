@@ -6,7 +6,7 @@ import { VERSION } from "../../../protocol/version.ts";
 import { createApiClient } from "../../api-client.ts";
 import { printJson, printLine } from "../../output.ts";
 import { isAlive, readPid } from "./process.ts";
-import { ensureState, localOrigin, type SelfHostState, selfHostPaths } from "./state.ts";
+import { configuredModel, ensureState, localOrigin, selfHostPaths } from "./state.ts";
 
 export type StackStatus = {
   status: "running" | "stopped" | "not answering";
@@ -22,12 +22,6 @@ export type StackStatus = {
   model: string | null;
   sessions_running: number | null;
 };
-
-/** A model is configured when the gateway and the model name are (a gateway may take no key). */
-export function configuredModel(state: SelfHostState): { baseUrl: string; model: string; apiKey?: string } | undefined {
-  const { SVC_LLM_BASE_URL: baseUrl, SVC_AGENT_MODEL: model, SVC_LLM_API_KEY: apiKey } = state.env;
-  return baseUrl && model ? { baseUrl, model, apiKey } : undefined;
-}
 
 async function health(origin: string): Promise<ApiHealth | undefined> {
   try {
