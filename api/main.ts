@@ -1,12 +1,15 @@
+import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { connectSandboxBackend } from "../orchestrator/sandbox/backend.ts";
+import type { SandboxNetwork } from "../orchestrator/sandbox/driver.ts";
 import { packageRoot } from "../protocol/package-root.ts";
 import { bootstrapAdmin } from "./accounts/bootstrap.ts";
 import { buildApp } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { migrate } from "./db/migrate.ts";
 import { openSql } from "./db/sql.ts";
+import { createSandboxListener } from "./http/sandbox-listener.ts";
 
 // Files the API creates (PGlite's, git's objects and refs) are its owner's alone, whatever umask it was started with.
 process.umask(0o077);
@@ -14,7 +17,11 @@ const config = loadConfig();
 const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir });
 await migrate(sql);
 const o = config.orchestrator;
-const backend = o.enabled ? await connectSandboxBackend({ baseImage: o.baseImage }) : undefined;
+// Sandbox networks the driver finds or makes; the API listens on them unless it listens everywhere (below).
+let onSandboxNetwork: (network: SandboxNetwork) => Promise<void> = async () => {};
+const backend = o.enabled
+  ? await connectSandboxBackend({ baseImage: o.baseImage, onNetwork: (network) => onSandboxNetwork(network) })
+  : undefined;
 const { app, services } = await buildApp({
   sql,
   dataDir: config.dataDir,
@@ -41,6 +48,18 @@ const { app, services } = await buildApp({
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);
 if (!backend) log("no Docker engine answered (or SVC_ORCHESTRATOR=off): sessions are unavailable");
+const sandboxListener = createSandboxListener(
+  app.server,
+  () => (app.server.address() as AddressInfo).port,
+  (msg, extra) => app.log.info(extra, msg),
+);
+// Listening on every address already covers the sandboxes' network; otherwise they get their own door.
+if (backend && config.host !== "0.0.0.0" && config.host !== "::") {
+  onSandboxNetwork = sandboxListener.bind;
+  const existing = await backend.driver.network(services.installationId);
+  if (existing)
+    void sandboxListener.bind(existing).catch((err) => log("cannot listen for sandboxes", { error: String(err) }));
+}
 const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
 const stopBackground = services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs }) ?? (() => {});
 
@@ -50,6 +69,7 @@ async function shutdown(signal: string) {
   stopping = true;
   app.log.info({ signal }, "shutting down");
   stopBackground();
+  sandboxListener.close();
   await app.close();
   await cluster.leave();
   await sql.close();

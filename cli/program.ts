@@ -1,4 +1,5 @@
 import { Command, Option } from "commander";
+import { editDistance } from "../protocol/edit-distance.ts";
 import { VERSION } from "../protocol/version.ts";
 import { authCommands } from "./commands/auth.ts";
 import { crCommand } from "./commands/cr.ts";
@@ -18,21 +19,6 @@ import { printLine } from "./output.ts";
 
 /** SPEC commands this build does not have yet: never mistaken for a new project's name. */
 const NOT_YET = ["channels"];
-
-/** Edit distance, to tell a mistyped command from a new project's name. */
-function distance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const tmp = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = tmp;
-    }
-  }
-  return row[b.length]!;
-}
 
 export function buildProgram(): Command {
   const program = new Command("svc")
@@ -69,7 +55,7 @@ export function buildProgram(): Command {
     .action((name: string | undefined, _o, cmd: Command) => {
       if (!name) return program.help({ error: false });
       if (NOT_YET.includes(name)) throw usageError(`unknown command '${name}': not in this version of svc`);
-      const near = program.commands.flatMap((c) => [c.name(), ...c.aliases()]).find((c) => distance(c, name) <= 2);
+      const near = program.commands.flatMap((c) => [c.name(), ...c.aliases()]).find((c) => editDistance(c, name) <= 2);
       if (near) throw usageError(`unknown command '${name}' (did you mean ${near}?)`);
       if (cmd.args.length > 1) throw usageError(`unknown command '${name}'; see 'svc help'`);
       createProjectDirectory(name, {});

@@ -5,8 +5,8 @@ import { execa } from "execa";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireChromium } from "./support/browser.ts";
-import { cliHome, freePort, svc } from "./support/cli.ts";
-import { removeProjectContainers, requireDocker } from "./support/docker.ts";
+import { cliHome, freePort, machineAddress, svc } from "./support/cli.ts";
+import { execIn, removeInstallationNetworks, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
@@ -16,6 +16,8 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
   const app = join(home.dir, "app");
   let docker: Docker;
   let browser: Browser;
+  let port: number;
+  let installation: string | undefined;
   const run = (args: string[]) => svc(args, { env: home.env, cwd: app });
   const containersOf = (session: string) =>
     docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${session}`] } });
@@ -23,7 +25,8 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
   beforeAll(async () => {
     docker = await requireDocker();
     browser = await requireChromium();
-    const start = await svc(["self-host", "start", "--port", String(await freePort())], { env: home.env });
+    port = await freePort();
+    const start = await svc(["self-host", "start", "--port", String(port)], { env: home.env });
     expect(start.code, start.stderr).toBe(0);
     mkdirSync(app);
     await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
@@ -40,6 +43,7 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     await browser?.close();
     await svc(["self-host", "stop"], { env: home.env });
     await removeProjectContainers(docker, project);
+    if (installation) await removeInstallationNetworks(docker, installation);
   });
 
   it("starts a session that reaches running; info --json has its status", async () => {
@@ -51,6 +55,7 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     expect(info).toMatchObject({ session_id: id, status: "running", branch: id, base_ref: "main" });
     const [container] = await containersOf(id);
     expect(container).toBeDefined();
+    installation = container!.Labels["dev.svc.installation"];
 
     // A dev-server-like app the agent started on port 3000, opened the way `svc sessions preview` says.
     const server = await docker.getContainer(container!.Id).exec({
@@ -112,5 +117,41 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     expect(left, JSON.stringify(left.map((c) => [c.State, c.Status, c.Created, Date.now() / 1000]))).toHaveLength(0);
     const sessions = JSON.parse((await run(["sessions", "ls", "--json"])).stdout);
     expect(sessions.filter((s: { status: string }) => s.status === "provisioning")).toHaveLength(0);
+  });
+
+  it("listens on loopback only, yet a sandbox (after a restart too) clones, pushes and opens a CR", async () => {
+    // Nothing answers on the machine's own address; sandboxes reach the API on their network's gateway.
+    const health = await fetch(`http://${machineAddress()}:${port}/v1/health`, {
+      signal: AbortSignal.timeout(2000),
+    }).then(
+      (r) => r.status,
+      (err) => (err as { cause?: { code?: string } }).cause?.code ?? String(err),
+    );
+    expect(health).toBe("ECONNREFUSED");
+    const logs = (await svc(["self-host", "logs", "--json"], { env: home.env })).stdout
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    const listening = logs.filter((l) => l.msg === "listening for sandboxes").at(-1);
+    expect(listening.address).toMatch(new RegExp(`^\\d+\\.\\d+\\.\\d+\\.1:${port}$`));
+
+    const created = await run(["sessions", "new"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = created.stdout.trim();
+    const [container] = await containersOf(id);
+    const inspect = await docker.getContainer(container!.Id).inspect();
+    expect(inspect.HostConfig.ExtraHosts).toEqual([`host.docker.internal:${listening.address.split(":")[0]}`]);
+
+    const exec = (cmd: string) => execIn(docker, container!.Id, ["sh", "-c", cmd]);
+    const push = await exec(
+      "echo work > work.txt && git add work.txt && git commit -qm work && git push -q origin HEAD",
+    );
+    expect(push.code, push.out).toBe(0);
+    const opened = await exec("svc cr open --title 'Through the gateway' --json");
+    expect(opened.code, opened.out).toBe(0);
+    const crs = JSON.parse((await run(["cr", "ls", "--json"])).stdout);
+    expect(crs).toEqual(
+      expect.arrayContaining([expect.objectContaining({ title: "Through the gateway", head_ref: id })]),
+    );
+    expect((await run(["sessions", "rm", id])).code).toBe(0);
   });
 });

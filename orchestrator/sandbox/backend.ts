@@ -1,10 +1,8 @@
 import Docker from "dockerode";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
+import { LOCAL_BASE_IMAGE, PUBLIC_BASE_IMAGE } from "../../protocol/stack-settings.ts";
 import { createDockerDriver } from "./docker-driver.ts";
-import type { SandboxDriver } from "./driver.ts";
-
-const LOCAL_BASE_IMAGE = "svc-debian:bookworm";
-const PUBLIC_BASE_IMAGE = "debian:bookworm-slim";
+import type { SandboxDriver, SandboxNetwork } from "./driver.ts";
 
 /**
  * The sandbox backend this process runs on: Docker, when an engine answers, else undefined (the API then serves
@@ -12,7 +10,7 @@ const PUBLIC_BASE_IMAGE = "debian:bookworm-slim";
  * The base image defaults to the locally built one when present (no registry here), else the public image.
  */
 export async function connectSandboxBackend(
-  options: { baseImage?: string } = {},
+  options: { baseImage?: string; onNetwork?: (network: SandboxNetwork) => Promise<void> } = {},
 ): Promise<{ driver: SandboxDriver; baseImage: string } | undefined> {
   const docker = new Docker();
   try {
@@ -26,7 +24,7 @@ export async function connectSandboxBackend(
     .then(() => true)
     .catch(() => false);
   return {
-    driver: createDockerDriver({ docker, servicePort: SANDBOX_SERVICE_PORT }),
+    driver: createDockerDriver({ docker, servicePort: SANDBOX_SERVICE_PORT, onNetwork: options.onNetwork }),
     baseImage: options.baseImage ?? (hasLocalBase ? LOCAL_BASE_IMAGE : PUBLIC_BASE_IMAGE),
   };
 }

@@ -1,6 +1,6 @@
 import Docker from "dockerode";
 import { OrchestratorError } from "../errors.ts";
-import type { ImageBuild, SandboxDriver, SandboxInfo, SandboxOwner, SandboxSpec } from "./driver.ts";
+import type { ImageBuild, SandboxDriver, SandboxInfo, SandboxNetwork, SandboxOwner, SandboxSpec } from "./driver.ts";
 
 /** Docker labels that record a sandbox's owner; `docker ps --filter label=dev.svc.session=<id>` finds one. */
 const LABELS: Record<keyof SandboxOwner, string> = {
@@ -73,12 +73,18 @@ function withOrchestratorErrors(driver: SandboxDriver): SandboxDriver {
   return wrapped as SandboxDriver;
 }
 
-export function createDockerDriver(options: { docker?: Docker; servicePort: number }): SandboxDriver {
+export function createDockerDriver(options: {
+  docker?: Docker;
+  servicePort: number;
+  /** Awaited each time a network is found or made, before a sandbox joins it: the API listens on its host
+   * address (which may change when the network is made again after a prune). */
+  onNetwork?: (network: SandboxNetwork) => Promise<void>;
+}): SandboxDriver {
   const docker = options.docker ?? new Docker();
   const port = `${options.servicePort}/tcp`;
 
   // One lookup or creation per network and process; a failure is forgotten so the next sandbox tries again.
-  const networks = new Map<string, Promise<string>>();
+  const networks = new Map<string, Promise<SandboxNetwork & { id: string }>>();
 
   /** The network of that name (by id): the oldest when a race left several, so every process picks the same. */
   async function findNetwork(name: string): Promise<string | undefined> {
@@ -118,11 +124,24 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
     return chosen;
   }
 
-  function ensureNetwork(installation: string): Promise<string> {
+  /** The network's id and the host's address on it (its gateway), which sandboxes know as host.docker.internal. */
+  async function describeNetwork(id: string): Promise<SandboxNetwork & { id: string }> {
+    const configs: { Gateway?: string; Subnet?: string }[] = (await docker.getNetwork(id).inspect()).IPAM?.Config ?? [];
+    const ipv4 = configs.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
+    if (!ipv4?.Gateway || !ipv4.Subnet) throw new Error(`the sandbox network ${id} has no IPv4 gateway`);
+    return { id, hostAddress: ipv4.Gateway, subnet: ipv4.Subnet };
+  }
+
+  function ensureNetwork(installation: string): Promise<SandboxNetwork & { id: string }> {
     const name = sandboxNetworkName(installation);
     let pending = networks.get(name);
     if (!pending) {
-      pending = createNetwork(name, installation);
+      pending = createNetwork(name, installation)
+        .then(describeNetwork)
+        .then(async (network) => {
+          await options.onNetwork?.(network);
+          return network;
+        });
       networks.set(name, pending);
       pending.catch(() => networks.delete(name));
     }
@@ -141,7 +160,7 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
   return withOrchestratorErrors({
     async create(spec: SandboxSpec) {
       const installation = spec.owner.installationId;
-      const createOn = (network: string) =>
+      const createOn = (network: SandboxNetwork & { id: string }) =>
         docker.createContainer({
           name: spec.name,
           Image: spec.image,
@@ -149,9 +168,11 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
           Labels: toLabels(spec.owner),
           ExposedPorts: { [port]: {} },
           HostConfig: {
-            NetworkMode: network,
+            NetworkMode: network.id,
             PortBindings: { [port]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
-            ExtraHosts: ["host.docker.internal:host-gateway"],
+            // The host as this network sees it, not the default bridge's gateway: the API listens there even when
+            // it listens on loopback only otherwise.
+            ExtraHosts: [`host.docker.internal:${network.hostAddress}`],
             Memory: spec.limits.memoryBytes,
             NanoCpus: spec.limits.nanoCpus,
             PidsLimit: spec.limits.pids,
@@ -199,6 +220,13 @@ export function createDockerDriver(options: { docker?: Docker; servicePort: numb
     },
 
     inspect,
+
+    async network(installationId: string) {
+      const id = await findNetwork(sandboxNetworkName(installationId));
+      if (!id) return undefined;
+      const { hostAddress, subnet } = await describeNetwork(id);
+      return { hostAddress, subnet };
+    },
 
     async listOwned(installationId: string) {
       const list = await docker.listContainers({

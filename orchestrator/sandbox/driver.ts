@@ -46,12 +46,18 @@ export type ImageBuild = {
   buildArgs?: Record<string, string>;
 };
 
+/** Where sandboxes meet the host: the host's own address on the sandboxes' network, and that network. */
+export type SandboxNetwork = { hostAddress: string; subnet: string };
+
 export type SandboxDriver = {
   create(spec: SandboxSpec): Promise<string>;
   start(id: string): Promise<SandboxInfo>;
   stop(id: string): Promise<void>;
   remove(id: string): Promise<void>;
   inspect(id: string): Promise<SandboxInfo | undefined>;
+  /** The installation's sandbox network if it exists (the first sandbox makes it): the API listens on its host
+   * address at start, for sandboxes still running from before. */
+  network(installationId: string): Promise<SandboxNetwork | undefined>;
   /** Every sandbox of one installation, running or not. */
   listOwned(installationId: string): Promise<SandboxInfo[]>;
   imageExists(tag: string): Promise<boolean>;

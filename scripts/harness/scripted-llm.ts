@@ -7,7 +7,7 @@ export type ScriptStep = { tool: string; args: Record<string, unknown> } | { tex
 export type ScriptRule = { when: string; steps: ScriptStep[] };
 
 type Message = { role: string; content?: unknown };
-type ChatRequest = { stream?: boolean; tools?: unknown[]; messages: Message[] };
+type ChatRequest = { model?: string; stream?: boolean; tools?: unknown[]; messages: Message[] };
 
 const textOf = (m: Message) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content ?? ""));
 
@@ -30,9 +30,14 @@ async function readBody(req: IncomingMessage): Promise<ChatRequest> {
  * a role chunk, the tool call's arguments, `finish_reason`, `[DONE]`. A request without tools (title
  * generation) gets plain text. It listens on every interface so sandboxes reach it through the bridge.
  * `refuse(401)` makes it answer every call with that status and an OpenAI-style error, as a gateway does to a
- * wrong key; `refuse()` restores the script.
+ * wrong key; `refuse()` restores the script. With `gateway.apiKey` or `gateway.models` it refuses another key (401)
+ * or model (404) the same way.
  */
-export async function startScriptedLlm(rules: ScriptRule[], host = "0.0.0.0") {
+export async function startScriptedLlm(
+  rules: ScriptRule[],
+  host = "0.0.0.0",
+  gateway: { apiKey?: string; models?: string[] } = {},
+) {
   let requests = 0;
   let refusal: number | undefined;
   const server = createServer(async (req, res) => {
@@ -42,10 +47,16 @@ export async function startScriptedLlm(rules: ScriptRule[], host = "0.0.0.0") {
     }
     const request = await readBody(req);
     requests += 1;
-    if (refusal) {
-      const error = { message: "Incorrect API key provided", type: "invalid_request_error", code: "invalid_api_key" };
-      res.writeHead(refusal, { "content-type": "application/json" }).end(JSON.stringify({ error }));
-      return;
+    const refuse = (status: number, message: string, code: string) => {
+      const error = { message, type: "invalid_request_error", code };
+      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ error }));
+    };
+    if (refusal) return refuse(refusal, "Incorrect API key provided", "invalid_api_key");
+    if (gateway.apiKey && req.headers.authorization !== `Bearer ${gateway.apiKey}`) {
+      return refuse(401, "Incorrect API key provided", "invalid_api_key");
+    }
+    if (gateway.models && !gateway.models.includes(request.model ?? "")) {
+      return refuse(404, `The model \`${request.model}\` does not exist`, "model_not_found");
     }
     const id = `chatcmpl-${requests}`;
     const chunk = (delta: unknown, finish: string | null = null) =>

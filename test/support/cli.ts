@@ -1,5 +1,5 @@
 import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 
@@ -37,4 +37,26 @@ export async function svc(args: string[], options: { env?: CliEnv; cwd?: string;
     timeout: 120_000,
   });
   return { code: result.exitCode ?? -1, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** This machine's address as other machines see it (eth0's, say): not loopback, not a Docker bridge. */
+export function machineAddress(): string {
+  for (const [name, addresses] of Object.entries(networkInterfaces())) {
+    if (/^(lo|docker|br-|veth)/.test(name)) continue;
+    const v4 = addresses?.find((a) => a.family === "IPv4" && !a.internal);
+    if (v4) return v4.address;
+  }
+  throw new Error("this machine has no non-loopback IPv4 address to test listening with");
+}
+
+/** Runs the real `svc` binary under a pseudo-terminal (util-linux `script`), as a person at a terminal would. */
+export async function svcTty(args: string[], options: { env?: CliEnv } = {}) {
+  const command = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
+  const result = await execa("script", ["-qfec", command, "/dev/null"], {
+    env: options.env,
+    extendEnv: true,
+    reject: false,
+    timeout: 60_000,
+  });
+  return { code: result.exitCode ?? -1, output: result.stdout };
 }

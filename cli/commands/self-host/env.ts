@@ -1,37 +1,121 @@
+import { maskSetting, nearestSetting, STACK_SETTINGS, stackSetting } from "../../../protocol/stack-settings.ts";
 import { usageError } from "../../errors.ts";
-import { printJson, printLine } from "../../output.ts";
+import { info, printJson, warn } from "../../output.ts";
+import { printTable } from "../../table.ts";
+import { isAlive, readPid } from "./process.ts";
 import { ensureState, selfHostPaths, writeState } from "./state.ts";
 
 const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|DATABASE_URL/i;
 
-function maskValue(key: string, value: string): string {
-  if (!SECRET_NAME.test(key) || value === "") return value;
-  return value.length <= 8 ? "********" : `${value.slice(0, 3)}…${"*".repeat(5)}`;
+const KIND_TEXT = {
+  url: "a URL",
+  integer: "a whole number",
+  number: "a number",
+  choice: "one of its choices",
+  text: "a text",
+  secret: "a secret",
+} as const;
+
+type EnvEntry = {
+  key: string;
+  value: string | null;
+  set: boolean;
+  known: boolean;
+  secret: boolean;
+  kind: string | null;
+  meaning: string | null;
+  default: string | null;
+};
+
+function defaultOf(key: string): string | null {
+  const parsed = stackSetting(key)?.schema.safeParse(undefined);
+  return parsed?.success && parsed.data !== undefined ? String(parsed.data) : null;
+}
+
+/** The settings `env set` takes (not those `start` sets itself), then any other key stored. */
+function entries(env: Record<string, string>): EnvEntry[] {
+  const known = STACK_SETTINGS.filter((s) => !s.managedBy).map((s): EnvEntry => {
+    const value = env[s.key];
+    return {
+      key: s.key,
+      value: value === undefined ? null : maskSetting(s, s.key, value),
+      set: value !== undefined,
+      known: true,
+      secret: s.secret,
+      kind: s.kind,
+      meaning: s.meaning,
+      default: defaultOf(s.key),
+    };
+  });
+  const unknown = Object.entries(env)
+    .filter(([key]) => !stackSetting(key))
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([key, value]): EnvEntry => {
+      const shown = maskSetting(undefined, key, value);
+      return {
+        key,
+        value: shown,
+        set: true,
+        known: false,
+        secret: shown !== value,
+        kind: null,
+        meaning: null,
+        default: null,
+      };
+    });
+  return [...known, ...unknown];
 }
 
 export function envList(options: { json?: boolean }): void {
-  const state = ensureState(selfHostPaths());
-  const entries = Object.entries(state.env)
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([key, value]) => ({ key, value: maskValue(key, value), secret: SECRET_NAME.test(key) }));
+  const list = entries(ensureState(selfHostPaths()).env);
   if (options.json) {
-    printJson(entries);
+    printJson(list);
     return;
   }
-  for (const e of entries) printLine(`${e.key}=${e.value}`);
+  printTable(
+    list.map((e) => [
+      e.key,
+      e.set ? e.value! : e.default === null ? "unset" : `unset (default ${e.default})`,
+      e.meaning ?? "not a setting svc knows: passed to the stack's environment as is",
+    ]),
+    { header: ["KEY", "VALUE", "MEANING"] },
+  );
 }
 
-export function envSet(pairs: string[]): void {
-  const parsed = pairs.map((pair, i) => {
+function parsePairs(pairs: string[]): [string, string][] {
+  if (pairs.length === 0) throw usageError("give at least one KEY=VALUE");
+  return pairs.map((pair, i) => {
     const eq = pair.indexOf("=");
     // Never echo the argument: without its '=' it may be a bare secret.
     if (eq <= 0) throw usageError(`argument ${i + 1} is not KEY=VALUE`);
     const key = pair.slice(0, eq);
     if (!KEY.test(key)) throw usageError(`'${key}' is not a valid variable name`);
-    return [key, pair.slice(eq + 1)] as const;
+    return [key, pair.slice(eq + 1)];
   });
-  if (parsed.length === 0) throw usageError("give at least one KEY=VALUE");
+}
+
+/** A known key's value must pass the API's own validator; an unknown key is kept, with a warning. */
+function check(key: string, value: string): string | undefined {
+  const setting = stackSetting(key);
+  if (!setting) {
+    const near = nearestSetting(key);
+    return `${key} is not a setting svc knows${near ? ` (did you mean ${near}?)` : ""}; saved anyway`;
+  }
+  if (setting.managedBy) throw usageError(`${key} is not set with env set: it comes from ${setting.managedBy}`);
+  if (value === "") return undefined;
+  const parsed = setting.schema.safeParse(value);
+  if (!parsed.success) {
+    const got = setting.secret ? "" : ` (got '${value}')`;
+    const issue = parsed.error.issues[0];
+    const why = issue && issue.code !== "invalid_type" ? `: ${issue.message}` : "";
+    throw usageError(`${key} must be ${KIND_TEXT[setting.kind]}${why}${got}`);
+  }
+  return undefined;
+}
+
+export function envSet(pairs: string[], options: { json?: boolean }): void {
+  const parsed = parsePairs(pairs);
+  const warnings = parsed.flatMap(([key, value]) => check(key, value) ?? []);
   const paths = selfHostPaths();
   const state = ensureState(paths);
   for (const [key, value] of parsed) {
@@ -39,5 +123,14 @@ export function envSet(pairs: string[]): void {
     else state.env[key] = value;
   }
   writeState(paths, state);
-  process.stderr.write(`✓ saved ${parsed.map(([k]) => k).join(", ")}; applied at the next 'svc self-host start'\n`);
+  const pid = readPid(paths);
+  const running = pid !== undefined && isAlive(pid);
+  const saved = parsed.filter(([, v]) => v !== "").map(([k]) => k);
+  const removed = parsed.filter(([, v]) => v === "").map(([k]) => k);
+  for (const w of warnings) warn(w);
+  if (options.json) printJson({ saved, removed, warnings, restart_needed: running });
+  const what = [saved.length ? `saved ${saved.join(", ")}` : "", removed.length ? `removed ${removed.join(", ")}` : ""];
+  info(
+    `✓ ${what.filter(Boolean).join("; ")}; ${running ? "run 'svc self-host restart' to apply" : "applied at the next 'svc self-host start'"}`,
+  );
 }

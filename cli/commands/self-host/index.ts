@@ -1,39 +1,87 @@
-import { Command } from "commander";
+import { isIP } from "node:net";
+import { Command, InvalidArgumentError } from "commander";
 import { parsePort, parsePositiveInt } from "../../flag-parsers.ts";
+import { printJson, printLine } from "../../output.ts";
+import { doctor } from "./doctor.ts";
 import { envList, envSet } from "./env.ts";
 import { selfHostLogs } from "./logs.ts";
-import { startSelfHost } from "./start.ts";
+import { type StartOptions, type StartResult, startSelfHost } from "./start.ts";
+import { printStatus } from "./status.ts";
 import { stopSelfHost } from "./stop.ts";
+
+function parseListen(value: string): string {
+  if (isIP(value) === 0) throw new InvalidArgumentError("must be an IP address, e.g. 127.0.0.1 or 0.0.0.0");
+  return value;
+}
+
+const printStart = (result: StartResult, json?: boolean) => (json ? printJson(result) : printLine(result.url));
+
+function startOptions(cmd: Command): Command {
+  return cmd
+    .option("--port <port>", "port the API listens on (default 7700, remembered)", parsePort)
+    .option(
+      "--listen <address>",
+      "address the API listens on (default 127.0.0.1; 0.0.0.0 lets other machines in; remembered)",
+      parseListen,
+    )
+    .option("--json", "output JSON");
+}
 
 /** `svc self-host`: one verb a file beside this one, with the stack's state, process and health helpers. */
 export function selfHostCommand(): Command {
   const selfHost = new Command("self-host").description("run the whole platform on this machine");
-  selfHost
-    .command("start")
-    .description("start the local stack in the background and log in to it as host 'selfhost'")
-    .option("--port <port>", "port the API listens on (default 7700, remembered)", parsePort)
-    .action((opts: { port?: number }) => startSelfHost(opts));
+  startOptions(
+    selfHost
+      .command("start")
+      .description("start the local stack in the background and log in to it as host 'selfhost'"),
+  ).action(async (opts: StartOptions & { json?: boolean }) => printStart(await startSelfHost(opts), opts.json));
   selfHost
     .command("stop")
     .description("stop the local stack")
-    .action(() => stopSelfHost());
+    .option("--json", "output JSON")
+    .action(async (opts: { json?: boolean }) => {
+      const result = await stopSelfHost();
+      if (opts.json) printJson(result);
+    });
+  startOptions(selfHost.command("restart").description("stop and start the stack, applying 'env set' values")).action(
+    async (opts: StartOptions & { json?: boolean }) => {
+      const stopped = await stopSelfHost();
+      const started = await startSelfHost(opts);
+      if (opts.json) printJson({ ...started, stopped_pid: stopped.pid });
+      else printLine(started.url);
+    },
+  );
+  selfHost
+    .command("status")
+    .description("show the stack: state, URL, version, data dir, model, running sessions")
+    .option("--json", "output JSON")
+    .action((opts: { json?: boolean }) => printStatus(opts));
+  selfHost
+    .command("doctor")
+    .description("check the stack, Docker, the base image and the model gateway end to end")
+    .option("--json", "output JSON")
+    .action((opts: { json?: boolean }) => doctor(opts));
   selfHost
     .command("logs")
-    .description("print the stack's logs")
+    .description("print the stack's logs (readable lines; JSON lines with --json)")
     .argument("[service]", "service to show (api)")
     .option("-f, --follow", "keep printing new lines")
     .option("-n, --lines <n>", "lines to show", parsePositiveInt, 200)
-    .action((service: string | undefined, opts: { follow?: boolean; lines: number }) => selfHostLogs(service, opts));
+    .option("--json", "print the log's JSON lines as they are")
+    .action((service: string | undefined, opts: { follow?: boolean; lines: number; json?: boolean }) =>
+      selfHostLogs(service, opts),
+    );
   const env = selfHost.command("env").description("persistent settings of the stack, applied at the next start");
   env
     .command("ls")
-    .description("show the values, secrets masked")
+    .description("show the known settings with their meaning, and any other value stored; secrets masked")
     .option("--json", "output JSON")
     .action((opts: { json?: boolean }) => envList(opts));
   env
     .command("set")
-    .description("set KEY=VALUE pairs (an empty value removes the key)")
+    .description("set KEY=VALUE pairs (an empty value removes the key); 'restart' applies them")
     .argument("<pairs...>", "KEY=VALUE")
-    .action((pairs: string[]) => envSet(pairs));
+    .option("--json", "output JSON")
+    .action((pairs: string[], opts: { json?: boolean }) => envSet(pairs, opts));
   return selfHost;
 }

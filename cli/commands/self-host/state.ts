@@ -7,10 +7,14 @@ import { TOKEN_PREFIX } from "../../../protocol/token.ts";
 import { CliError } from "../../errors.ts";
 
 export const DEFAULT_PORT = 7700;
+/** Loopback only: sandboxes reach the API on their network's gateway, other machines not at all. */
+export const DEFAULT_LISTEN = "127.0.0.1";
 
 /** `$SVC_HOME/selfhost.json`: the stack's own settings. Secrets here never go into the database. */
 const SelfHostState = z.object({
   port: z.number().int().min(1).max(65535).default(DEFAULT_PORT),
+  /** The address the API listens on, set with `start --listen`. */
+  listen: z.string().min(1).default(DEFAULT_LISTEN),
   admin_token: z.string().startsWith(TOKEN_PREFIX),
   /** Key for secrets at rest (AES-256-GCM), base64. */
   secrets_key: z.string().min(40),
@@ -59,10 +63,26 @@ export function ensureState(paths: SelfHostPaths): SelfHostState {
   if (existing) return existing;
   const state: SelfHostState = {
     port: DEFAULT_PORT,
+    listen: DEFAULT_LISTEN,
     admin_token: TOKEN_PREFIX + randomBytes(32).toString("base64url"),
     secrets_key: randomBytes(32).toString("base64"),
     env: {},
   };
   writeState(paths, state);
   return state;
+}
+
+/** Where this machine's CLI reaches the API: loopback unless the API listens on one other address only. */
+export function localOrigin(state: SelfHostState): string {
+  const { listen, port } = state;
+  if (listen === "0.0.0.0" || listen === "::" || listen.startsWith("127.") || listen === "localhost") {
+    return `http://127.0.0.1:${port}`;
+  }
+  return listen.includes(":") ? `http://[${listen}]:${port}` : `http://${listen}:${port}`;
+}
+
+/** A model is configured when the gateway and the model name are (a gateway may take no key). */
+export function configuredModel(state: SelfHostState): { baseUrl: string; model: string; apiKey?: string } | undefined {
+  const { SVC_LLM_BASE_URL: baseUrl, SVC_AGENT_MODEL: model, SVC_LLM_API_KEY: apiKey } = state.env;
+  return baseUrl && model ? { baseUrl, model, apiKey } : undefined;
 }

@@ -5,13 +5,15 @@ import { selfHostPaths } from "./state.ts";
 
 const GRACE_MS = 15_000;
 
-export async function stopSelfHost(): Promise<void> {
+export type StopResult = { stopped: boolean; pid: number | null };
+
+export async function stopSelfHost(): Promise<StopResult> {
   const paths = selfHostPaths();
   const pid = readPid(paths);
   if (!pid || !isAlive(pid)) {
     clearPid(paths);
     info("svc self-host is not running");
-    return;
+    return { stopped: false, pid: null };
   }
   process.kill(pid, "SIGTERM");
   const deadline = Date.now() + GRACE_MS;
@@ -22,4 +24,5 @@ export async function stopSelfHost(): Promise<void> {
   }
   clearPid(paths);
   info(`✓ svc self-host stopped (pid ${pid})`);
+  return { stopped: true, pid };
 }

@@ -1,0 +1,66 @@
+import { MODEL_SETUP_COMMAND } from "../../../protocol/env.ts";
+import { LOCAL_BASE_IMAGE, PUBLIC_BASE_IMAGE } from "../../../protocol/stack-settings.ts";
+import { CliError } from "../../errors.ts";
+import { printJson, printLine } from "../../output.ts";
+import { dockerGet } from "./docker-engine.ts";
+import { checkGateway, checkGatewayFromSandboxes } from "./gateway-checks.ts";
+import { probeHealth } from "./health.ts";
+import { configuredModel, ensureState, localOrigin, selfHostPaths } from "./state.ts";
+
+export type Check = { check: string; ok: boolean; detail: string };
+
+async function checkStack(origin: string): Promise<Check> {
+  const ok = await probeHealth(origin, 2000);
+  return {
+    check: "stack",
+    ok,
+    detail: ok ? `the stack answers at ${origin}` : `the stack does not answer at ${origin}: run 'svc self-host start'`,
+  };
+}
+
+async function checkDocker(): Promise<Check> {
+  const ping = await dockerGet("/_ping");
+  if ("status" in ping && ping.status === 200)
+    return { check: "docker", ok: true, detail: "the Docker engine answers" };
+  const why = "error" in ping ? ping.error : `HTTP ${ping.status}`;
+  return { check: "docker", ok: false, detail: `the Docker engine does not answer (${why}): start dockerd` };
+}
+
+async function checkBaseImage(configured: string | undefined, docker: boolean): Promise<Check> {
+  const image = configured ?? LOCAL_BASE_IMAGE;
+  const check = "base-image";
+  if (!docker)
+    return { check, ok: false, detail: `base image ${image} not checked: the Docker engine does not answer` };
+  const exists = async (name: string) => {
+    const res = await dockerGet(`/images/${encodeURIComponent(name)}/json`);
+    return "status" in res && res.status === 200;
+  };
+  if (await exists(image)) return { check, ok: true, detail: `the base image ${image} exists` };
+  if (!configured && (await exists(PUBLIC_BASE_IMAGE))) {
+    return { check, ok: true, detail: `the base image ${PUBLIC_BASE_IMAGE} exists (${LOCAL_BASE_IMAGE} does not)` };
+  }
+  const fix = configured ? "build it or change SVC_SANDBOX_BASE_IMAGE" : "run 'bash scripts/setup.sh'";
+  return { check, ok: false, detail: `the base image ${image} does not exist: ${fix}` };
+}
+
+export async function doctor(options: { json?: boolean }): Promise<void> {
+  const state = ensureState(selfHostPaths());
+  const model = configuredModel(state);
+  const [stack, docker] = await Promise.all([checkStack(localOrigin(state)), checkDocker()]);
+  const checks = [stack, docker, await checkBaseImage(state.env.SVC_SANDBOX_BASE_IMAGE, docker.ok)];
+  checks.push({
+    check: "model",
+    ok: model !== undefined,
+    detail: model ? `model '${model.model}' at ${model.baseUrl}` : `no model is configured: ${MODEL_SETUP_COMMAND}`,
+  });
+  if (model) {
+    const gateway = await checkGateway(model);
+    checks.push(gateway);
+    const fromSandboxes = gateway.ok ? await checkGatewayFromSandboxes(model) : undefined;
+    if (fromSandboxes) checks.push(fromSandboxes);
+  }
+  const failed = checks.filter((c) => !c.ok).length;
+  if (options.json) printJson({ ok: failed === 0, checks });
+  else for (const c of checks) printLine(`${c.ok ? "✓" : "✗"} ${c.detail}`);
+  if (failed) throw new CliError(`${failed} of ${checks.length} checks failed`);
+}

@@ -1,0 +1,117 @@
+/** The doctor's model-gateway checks: one real request, and whether sandboxes can reach a gateway on loopback. */
+import { connect } from "node:net";
+import { dockerGet } from "./docker-engine.ts";
+import type { Check } from "./doctor.ts";
+import type { configuredModel } from "./state.ts";
+
+const GATEWAY_TIMEOUT_MS = 10_000;
+
+type Model = NonNullable<ReturnType<typeof configuredModel>>;
+
+/** The gateway's own error message, without anything that could be the key. */
+function gatewayMessage(body: string, apiKey: string | undefined): string {
+  let message: unknown;
+  try {
+    const json = JSON.parse(body);
+    message = json?.error?.message ?? json?.error ?? json?.message;
+  } catch {}
+  if (typeof message !== "string" || message === "") return "";
+  const clean = apiKey ? message.split(apiKey).join("***") : message;
+  return `: ${clean.replace(/\s+/g, " ").slice(0, 200)}`;
+}
+
+/** One tiny chat-completions request, the way sandboxes' agents will send theirs. */
+export async function checkGateway(model: Model): Promise<Check> {
+  const check = "model-gateway";
+  const base = model.baseUrl.replace(/\/+$/, "");
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (model.apiKey) headers.authorization = `Bearer ${model.apiKey}`;
+  let res: Response;
+  let body: string;
+  try {
+    res = await fetch(`${base}/chat/completions`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        model: model.model,
+        messages: [{ role: "user", content: "Reply with OK." }],
+        max_tokens: 1,
+        stream: false,
+      }),
+      signal: AbortSignal.timeout(GATEWAY_TIMEOUT_MS),
+    });
+    body = await res.text();
+  } catch (err) {
+    if ((err as Error).name === "TimeoutError") {
+      return { check, ok: false, detail: `the model gateway at ${base} did not answer within 10 s` };
+    }
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    const why = cause?.code ?? cause?.message ?? (err as Error).message;
+    return { check, ok: false, detail: `the model gateway at ${base} cannot be reached (${why})` };
+  }
+  const message = gatewayMessage(body, model.apiKey);
+  if (res.ok) return { check, ok: true, detail: `the model gateway at ${base} answers with model '${model.model}'` };
+  if (res.status === 401 || res.status === 403) {
+    const key = model.apiKey ? "refused the API key" : "wants an API key: set SVC_LLM_API_KEY";
+    return { check, ok: false, detail: `the model gateway ${key} (HTTP ${res.status}${message})` };
+  }
+  if ([400, 404, 422].includes(res.status) && /model/i.test(body)) {
+    return {
+      check,
+      ok: false,
+      detail: `the model gateway does not know the model '${model.model}' (HTTP ${res.status}${message})`,
+    };
+  }
+  if (res.status === 404) {
+    return {
+      check,
+      ok: false,
+      detail: `the model gateway has no ${base}/chat/completions (HTTP 404): the base URL usually ends in /v1`,
+    };
+  }
+  return { check, ok: false, detail: `the model gateway answered HTTP ${res.status}${message}` };
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "0.0.0.0"]);
+
+/** This machine's address on Docker's default bridge (its interface may be down, the address answers anyway). */
+async function defaultBridgeAddress(): Promise<string | undefined> {
+  const res = await dockerGet("/networks/bridge");
+  if (!("status" in res) || res.status !== 200) return undefined;
+  const configs: { Gateway?: string }[] = JSON.parse(res.body)?.IPAM?.Config ?? [];
+  return configs.find((c) => c.Gateway && !c.Gateway.includes(":"))?.Gateway;
+}
+
+function tcpOpen(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, timeout: 2000 });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once("connect", () => done(true));
+    socket.once("timeout", () => done(false));
+    socket.once("error", () => done(false));
+  });
+}
+
+/**
+ * A gateway on this machine's loopback is what sandboxes call as host.docker.internal, an address of this machine
+ * on a Docker bridge: one that listens on 127.0.0.1 only answers here and never to them. The default bridge's
+ * gateway stands for theirs: a gateway listening on every address answers on both.
+ */
+export async function checkGatewayFromSandboxes(model: Model): Promise<Check | undefined> {
+  const url = new URL(model.baseUrl);
+  if (!LOOPBACK.has(url.hostname)) return undefined;
+  const bridge = await defaultBridgeAddress();
+  if (!bridge) return undefined;
+  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  const ok = await tcpOpen(bridge, port);
+  return {
+    check: "model-gateway-from-sandboxes",
+    ok,
+    detail: ok
+      ? `sandboxes reach the model gateway as http://host.docker.internal:${port}`
+      : `the model gateway listens on loopback only: sandboxes call it as host.docker.internal:${port}, this machine's Docker bridge address (${bridge}); make it listen on 0.0.0.0`,
+  };
+}

@@ -1,0 +1,175 @@
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { editDistance } from "./edit-distance.ts";
+
+/**
+ * The stack's settings: environment variables the API reads at start (api/config.ts) and `svc self-host env`
+ * stores, lists and checks. One catalogue, so a key the CLI accepts is a key the API understands, with the
+ * same validator on both sides.
+ */
+export type SettingKind = "url" | "integer" | "number" | "choice" | "text" | "secret";
+
+export type StackSetting = {
+  key: string;
+  meaning: string;
+  kind: SettingKind;
+  /** Never shown in full: listings mask it. */
+  secret: boolean;
+  /** Set by `svc self-host start` itself; `env set` points at the flag instead of storing it. */
+  managedBy?: string;
+  schema: z.ZodType;
+};
+
+/** Sandboxes' base image when built here (scripts/setup.sh); the public one otherwise. */
+export const LOCAL_BASE_IMAGE = "svc-debian:bookworm";
+export const PUBLIC_BASE_IMAGE = "debian:bookworm-slim";
+
+const httpUrl = z
+  .string()
+  .url()
+  .refine((v) => /^https?:\/\//i.test(v), "must start with http:// or https://");
+const postgresUrl = z
+  .string()
+  .url()
+  .refine((v) => /^postgres(ql)?:\/\//i.test(v), "must start with postgres:// or postgresql://");
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+const DNS_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i;
+
+function setting<K extends string, S extends z.ZodType>(
+  key: K,
+  kind: SettingKind,
+  schema: S,
+  meaning: string,
+  extra: { secret?: boolean; managedBy?: string } = {},
+): StackSetting & { key: K; schema: S } {
+  return { key, meaning, kind, secret: kind === "secret" || extra.secret === true, managedBy: extra.managedBy, schema };
+}
+
+export const STACK_SETTINGS = [
+  setting("SVC_HOME", "text", z.string().min(1).default(join(homedir(), ".svc")), "directory of the stack's data", {
+    managedBy: "the SVC_HOME of the shell running 'svc self-host start'",
+  }),
+  setting("SVC_PORT", "integer", int(0, 65535).default(7700), "port the API listens on", {
+    managedBy: "svc self-host start --port",
+  }),
+  setting(
+    "SVC_LISTEN_HOST",
+    "text",
+    z.string().min(1).default("127.0.0.1"),
+    "address the API listens on (sandboxes reach it on their network's gateway either way)",
+    { managedBy: "svc self-host start --listen" },
+  ),
+  setting("DATABASE_URL", "url", postgresUrl.optional(), "PostgreSQL server to use instead of the embedded database", {
+    secret: true,
+  }),
+  setting(
+    "SVC_PUBLIC_URL",
+    "url",
+    httpUrl.optional(),
+    "origin users and git clients reach the API at (default http://127.0.0.1:<port>)",
+  ),
+  setting(
+    "SVC_PREVIEW_DOMAIN",
+    "text",
+    z.string().regex(DNS_NAME, "must be a DNS name").optional(),
+    "wildcard DNS name for previews at <port>-<session>.<domain> (default localhost on a loopback public URL)",
+  ),
+  setting(
+    "SVC_BOOTSTRAP_TOKEN_HASH",
+    "text",
+    z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, "must be a hex SHA-256")
+      .optional(),
+    "SHA-256 of the admin token; the admin user is created or re-keyed with it",
+    { managedBy: "svc self-host start (from selfhost.json)" },
+  ),
+  setting(
+    "SVC_REPO_ACCESS_TOKEN",
+    "secret",
+    z.string().min(1).optional(),
+    "token for private external repositories, sent only to SVC_REPO_ACCESS_URL",
+  ),
+  setting("SVC_REPO_ACCESS_URL", "url", httpUrl.default("https://github.com/"), "where SVC_REPO_ACCESS_TOKEN is sent"),
+  setting("SVC_SECRETS_KEY", "secret", z.string().min(40).optional(), "key that encrypts project secrets", {
+    managedBy: "svc self-host start (from selfhost.json)",
+  }),
+  setting(
+    "SVC_ORCHESTRATOR",
+    "choice",
+    z.enum(["docker", "off"]).default("docker"),
+    "docker runs sessions in containers; off serves the API without sessions",
+  ),
+  setting("SVC_SESSION_CAP", "integer", int(1, 10_000).default(5), "sessions that may run at once"),
+  setting(
+    "SVC_SANDBOX_API_ORIGIN",
+    "url",
+    httpUrl.optional(),
+    "the API as sandboxes reach it (default http://host.docker.internal:<port>)",
+  ),
+  setting(
+    "SVC_SANDBOX_BASE_IMAGE",
+    "text",
+    z.string().min(1).optional(),
+    "base image of sandboxes (default svc-debian:bookworm when present)",
+  ),
+  setting("SVC_SANDBOX_MEMORY_MB", "integer", int(128).default(2048), "memory limit of a sandbox, in MB"),
+  setting("SVC_SANDBOX_CPUS", "number", z.coerce.number().min(0.1).max(64).default(1), "CPUs a sandbox may use"),
+  setting("SVC_SANDBOX_PIDS", "integer", int(64).default(1024), "process limit of a sandbox"),
+  setting(
+    "SVC_PROVISION_TIMEOUT_S",
+    "integer",
+    int(10).default(180),
+    "seconds a session may take to start before it fails",
+  ),
+  setting("SVC_IDLE_TIMEOUT_S", "integer", int(10).default(1800), "seconds of inactivity before a session stops"),
+  setting(
+    "SVC_LLM_BASE_URL",
+    "url",
+    httpUrl.optional(),
+    "OpenAI-compatible model gateway sandboxes use (a loopback URL means this machine)",
+  ),
+  setting("SVC_LLM_API_KEY", "secret", z.string().min(1).optional(), "API key sent to the model gateway"),
+  setting("SVC_AGENT_MODEL", "text", z.string().min(1).optional(), "model the agents ask the gateway for"),
+  setting(
+    "SVC_BODY_LIMIT_BYTES",
+    "integer",
+    int(1).default(1024 * 1024),
+    "largest request body the API accepts, in bytes",
+  ),
+  setting(
+    "SVC_LOG_LEVEL",
+    "choice",
+    z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    "API log level: fatal, error, warn, info, debug, trace or silent",
+  ),
+] as const satisfies readonly StackSetting[];
+
+type Catalogue = typeof STACK_SETTINGS;
+type Shape = { [S in Catalogue[number] as S["key"]]: S["schema"] };
+
+/** The catalogue as one zod object over an environment: what the API parses process.env with. */
+export const StackEnv = z.object(Object.fromEntries(STACK_SETTINGS.map((s) => [s.key, s.schema])) as Shape);
+export type StackEnv = z.infer<typeof StackEnv>;
+
+export function stackSetting(key: string): StackSetting | undefined {
+  return STACK_SETTINGS.find((s) => s.key === key);
+}
+
+/** The value as listings may show it: a secret keeps a hint of its start when long enough to spare it. */
+export function maskSetting(setting: StackSetting | undefined, key: string, value: string): string {
+  const secret = setting ? setting.secret : /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE/i.test(key);
+  if (!secret || value === "") return value;
+  return value.length <= 12 ? "********" : `${value.slice(0, 3)}…*****`;
+}
+
+/** The known key nearest a misspelt one, when it is near enough to be a slip. */
+export function nearestSetting(key: string): string | undefined {
+  let best: { key: string; d: number } | undefined;
+  for (const s of STACK_SETTINGS) {
+    const d = editDistance(key.toUpperCase(), s.key);
+    if (!best || d < best.d) best = { key: s.key, d };
+  }
+  return best && best.d <= Math.max(2, Math.floor(best.key.length / 4)) ? best.key : undefined;
+}
