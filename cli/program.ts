@@ -15,7 +15,7 @@ import { triggersCommand } from "./commands/triggers.ts";
 import { uninstallCommand } from "./commands/uninstall.ts";
 import { updateCommand } from "./commands/update.ts";
 import { usageError } from "./errors.ts";
-import { printLine } from "./output.ts";
+import { printJson, printLine } from "./output.ts";
 
 /** SPEC commands this build does not have yet: never mistaken for a new project's name. */
 const NOT_YET = ["channels"];
@@ -32,7 +32,8 @@ export function buildProgram(): Command {
   program
     .command("version")
     .description("print the CLI version")
-    .action(() => printLine(VERSION));
+    .option("--json", "output JSON")
+    .action((opts: { json?: boolean }) => (opts.json ? printJson({ version: VERSION }) : printLine(VERSION)));
   for (const cmd of authCommands()) program.addCommand(cmd);
   program.addCommand(hostsCommand());
   program.addCommand(projectsCommand());

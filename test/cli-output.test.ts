@@ -79,9 +79,11 @@ describe("the CLI's results and errors (real binary, real API)", () => {
     const logout = await json(["logout"]);
     expect(logout).toEqual({ host: "mine", logged_out: true });
     expect(await json(["hosts", "rm", "mine", "--yes"])).toMatchObject({ removed: "mine" });
+    expect(await json(["version"])).toEqual({ version: expect.stringMatching(/^\d+\.\d+\.\d+/) });
     // A flag a command does not have is refused, never ignored.
-    const version = await run(["version", "--json"]);
-    expect(version.code).toBe(2);
+    const help = await run(["hosts", "current", "--yes"]);
+    expect(help.code).toBe(2);
+    expect(help.stderr).toContain("unknown option '--yes'");
   });
 
   it("a mistyped command is an unknown command, and `sessions show` is `sessions info`", async () => {
