@@ -34,6 +34,7 @@ import { agentRoutes } from "./sessions/agent.ts";
 import { createPreviews, type Previews } from "./sessions/preview.ts";
 import { PREVIEW_PARAM } from "./sessions/preview-grant.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
+import { execUpgrade, sandboxLogRoutes } from "./sessions/sandbox-access.ts";
 import {
   createSessionService,
   SANDBOX_SERVICE_KEY_CONTEXT,
@@ -175,6 +176,7 @@ export function createServices(
     createSessionService({
       store: sessionStore,
       provisioner: orchestrator.provisioner,
+      access: orchestrator.access,
       settings: options.orchestrator!.settings,
       instanceId,
       cipher,
@@ -259,8 +261,10 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   // One keep-alive pool per sandbox for everything the API forwards to it.
   const forward = createForwarder();
   await app.register(agentRoutes(services, forward));
+  await app.register(sandboxLogRoutes(services));
   previews = createPreviews(services, forward, (err) => app.log.error({ err }, "preview failed"));
   await app.register(previews.routes);
-  app.server.on("upgrade", previews.upgrade);
+  const exec = execUpgrade(services, (err) => app.log.error({ err }, "exec failed"));
+  app.server.on("upgrade", (req, socket, head) => exec(req, socket, head) || previews?.upgrade(req, socket, head));
   return { app, services };
 }

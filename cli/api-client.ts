@@ -117,7 +117,33 @@ export function createApiClient(options: {
     }
   }
 
-  return { baseUrl: base, request, events };
+  /** A JSON-lines stream (`application/x-ndjson`): each line parsed, until the server or `signal` ends it. */
+  async function* jsonLines(path: string, query: Record<string, string | undefined>, signal: AbortSignal) {
+    const res = await send("GET", path, { accept: "application/x-ndjson", query, signal });
+    if (!res.ok) {
+      const text = await res.text();
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      throw failure(res, json);
+    }
+    const decoder = new TextDecoder();
+    let partial = "";
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        const lines = (partial + decoder.decode(chunk, { stream: true })).split("\n");
+        partial = lines.pop()!;
+        for (const line of lines) if (line) yield JSON.parse(line) as unknown;
+      }
+    } catch (err) {
+      if (!signal.aborted) throw new CliError(`the stream broke: ${(err as Error).message}`);
+    }
+  }
+
+  return { baseUrl: base, token: options.token, request, events, jsonLines, failure };
 }
 
 export type ApiClient = ReturnType<typeof createApiClient>;

@@ -1,4 +1,5 @@
 import { CommanderError } from "commander";
+import { plainText } from "../protocol/terminal-text.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
 import { buildProgram } from "./program.ts";
 
@@ -19,7 +20,10 @@ async function main(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof CommanderError) return SUCCESS_CODES.has(err.code) ? 0 : EXIT_USAGE;
     if (err instanceof CliError) {
-      process.stderr.write(`error: ${err.message}\n`);
+      // Messages may quote a sandbox's or Docker's output: a pipe gets it without escape sequences.
+      const message = process.stderr.isTTY ? err.message : plainText(err.message);
+      // No message: a command run elsewhere (`sessions exec`) said its own and passes its exit code on.
+      if (message) process.stderr.write(`error: ${message}\n`);
       return err.exitCode;
     }
     process.stderr.write(`error: ${(err as Error)?.message ?? String(err)}\n`);

@@ -3,7 +3,7 @@
  * one error handler; provisioning records them on the session instead.
  */
 export type OrchestratorErrorCode =
-  /** A sandbox image did not build: `log` holds the build's output. */
+  /** A sandbox image did not build: `log` holds the failing step's output, `hint` what the user can do. */
   | "IMAGE_BUILD_FAILED"
   /** The sandbox backend (the container engine) refused or failed a call. */
   | "SANDBOX_BACKEND_FAILED";
@@ -13,6 +13,7 @@ export class OrchestratorError extends Error {
     readonly code: OrchestratorErrorCode,
     message: string,
     readonly log = "",
+    readonly hint = "",
   ) {
     super(message);
   }

@@ -4,6 +4,7 @@ import { platformImageResolver } from "./images/platform-image.ts";
 import type { TriggerPort } from "./ports.ts";
 import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
 import { createReconciler } from "./reconciler.ts";
+import { createSandboxAccess } from "./sandbox/access.ts";
 import { createTriggerScheduler } from "./triggers/scheduler.ts";
 
 const TICK_MS = 30_000;
@@ -71,6 +72,7 @@ export function createOrchestrator(deps: OrchestratorDeps) {
 
   return {
     provisioner,
+    access: createSandboxAccess(deps.driver),
     startBackgroundWork,
     /** Rebuilds a project's trigger jobs from its default branch (a no-op while this process does not lead). */
     reloadTriggers: (projectId: string) => triggers?.reload(projectId) ?? Promise.resolve(),

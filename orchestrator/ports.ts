@@ -63,6 +63,8 @@ export type SandboxRecords = {
   /** Provisioning and active sandboxes, with the API process provisioning their session. */
   liveSandboxes(): Promise<(SandboxRecord & { provisioner: string | null })[]>;
   provisioningSessions(): Promise<{ session_id: string; provisioner: string | null }[]>;
+  /** What a provisioning session is doing now (`building image: step 2/5 RUN make`); any transition clears it. */
+  setProgress(sessionId: string, progress: string): Promise<void>;
   /** Moves a session only if it is still in one of `from`; false when it was not. */
   transition(
     sessionId: string,

@@ -27,6 +27,11 @@ export const Session = z.object({
   agent_model: z.string().nullable(),
   sandbox_url: z.string().nullable(),
   error: z.string().nullable(),
+  /**
+   * What a provisioning session is doing now, for a person to read (`building image: step 2/5 RUN make`,
+   * `starting sandbox`, `cloning workspace`); null otherwise. Absent from servers that predate it.
+   */
+  progress: z.string().nullable().optional(),
   created_by: z.uuid(),
   /** The manifest trigger that spawned the session (its slug), null for one a person or agent created. */
   trigger: z.string().nullable(),

@@ -1,4 +1,6 @@
+import type { SandboxRecord } from "../../orchestrator/ports.ts";
 import type { Provisioner } from "../../orchestrator/provisioning/provisioner.ts";
+import type { ExecRequest, SandboxAccess } from "../../orchestrator/sandbox/access.ts";
 import type { Project } from "../../protocol/project.ts";
 import type { CreateSessionBody } from "../../protocol/session.ts";
 import { apiError } from "../errors.ts";
@@ -18,6 +20,8 @@ export type SessionSettings = {
 export type SessionServiceDeps = {
   store: SessionStore;
   provisioner: Provisioner;
+  /** Logs of and commands in a session's sandbox. */
+  access: SandboxAccess;
   settings: SessionSettings;
   /** This API process (orchestrator/cluster.ts): recorded on the sessions it provisions. */
   instanceId: string;
@@ -42,7 +46,8 @@ export function createSessionService(deps: SessionServiceDeps) {
     return session;
   }
 
-  async function loadSandboxTarget(project: Project, sessionId: string): Promise<SandboxTarget> {
+  /** The running session's live sandbox; anything else is the one error every call into a sandbox gives. */
+  async function liveSandbox(project: Project, sessionId: string): Promise<SandboxRecord & { url: string }> {
     const session = await load(project, sessionId);
     const sandbox = await store.currentSandbox(session.session_id);
     if (session.status !== "running" || !sandbox?.url || sandbox.status !== "active") {
@@ -50,6 +55,17 @@ export function createSessionService(deps: SessionServiceDeps) {
         session.status === "provisioning" ? "wait until it runs" : `'svc sessions restart ${session.session_id}'`;
       throw apiError("SESSION_NOT_RUNNING", `session ${session.session_id} is ${session.status}; ${hint}`);
     }
+    return { ...sandbox, url: sandbox.url };
+  }
+
+  async function containerOf(project: Project, sessionId: string): Promise<string> {
+    const sandbox = await liveSandbox(project, sessionId);
+    if (!sandbox.container_id) throw apiError("SESSION_NOT_RUNNING", `session ${sessionId} has no sandbox yet`);
+    return sandbox.container_id;
+  }
+
+  async function loadSandboxTarget(project: Project, sessionId: string): Promise<SandboxTarget> {
+    const sandbox = await liveSandbox(project, sessionId);
     const sealed = await store.sealedServiceKey(sandbox.sandbox_id);
     if (!sealed || !deps.cipher)
       throw apiError("NOT_CONFIGURED", "reaching a sandbox needs the server's secrets key (SVC_SECRETS_KEY)");
@@ -100,6 +116,16 @@ export function createSessionService(deps: SessionServiceDeps) {
       const cached = await deps.sandboxTargets.get(sessionId, () => loadSandboxTarget(project, sessionId));
       // A cached target of another project's session: answer as for a fresh lookup (not found).
       return cached.projectId === project.id ? cached : loadSandboxTarget(project, sessionId);
+    },
+
+    /** The sandbox's log (entrypoint, daemon, agent), secrets masked; `follow` until it stops or `signal`. */
+    async logs(project: Project, sessionId: string, options: { follow: boolean; tail?: number; signal: AbortSignal }) {
+      return deps.access.logs(await containerOf(project, sessionId), options);
+    },
+
+    /** Runs a command in the sandbox's workspace as its own user. */
+    async exec(project: Project, sessionId: string, request: ExecRequest) {
+      return deps.access.exec(await containerOf(project, sessionId), request);
     },
 
     async stop(project: Project, sessionId: string): Promise<SessionRecord> {

@@ -11,7 +11,7 @@ type SessionRow = Omit<Session, "created_at" | "updated_at"> & {
 };
 
 const SESSION_COLUMNS = `session_id, project_id, account_id, status, branch, base_ref, agent_name, agent_model,
-  initial_prompt, sandbox_url, error, created_by, trigger_slug as trigger, created_at, updated_at`;
+  initial_prompt, sandbox_url, error, progress, created_by, trigger_slug as trigger, created_at, updated_at`;
 
 export type SessionRecord = Session & { account_id: string; initial_prompt: string | null };
 
@@ -104,7 +104,7 @@ export function createSessionStore(sql: Sql) {
       fields: { error?: string | null; sandboxUrl?: string | null; provisioner?: string } = {},
     ) {
       const rows = await sql.query(
-        `update project_sessions set status = $3, error = case when $6 then $4 else error end,
+        `update project_sessions set status = $3, progress = null, error = case when $6 then $4 else error end,
            sandbox_url = case when $7 then $5 else sandbox_url end, provisioner = coalesce($8, provisioner),
            updated_at = now()
          where session_id = $1 and status = any($2::text[]) returning session_id`,
@@ -120,6 +120,13 @@ export function createSessionStore(sql: Sql) {
         ],
       );
       return rows.length > 0;
+    },
+
+    async setProgress(sessionId: string, progress: string): Promise<void> {
+      await sql.query("update project_sessions set progress = $2 where session_id = $1 and status = 'provisioning'", [
+        sessionId,
+        progress,
+      ]);
     },
 
     async provisioningSessions(): Promise<{ session_id: string; provisioner: string | null }[]> {

@@ -11,8 +11,8 @@ import { sessionCommand } from "../session-command.ts";
 import { printTable } from "../table.ts";
 import { chatAction } from "./chat.ts";
 import { dashboardUrl } from "./projects.ts";
-
-const WAIT_TIMEOUT_MS = 180_000;
+import { addSandboxAccess } from "./sandbox-access.ts";
+import { waitUntilRunning } from "./session-wait.ts";
 
 type NewOptions = { prompt?: string; agent?: string; model?: string; base?: string; wait: boolean };
 
@@ -74,15 +74,10 @@ export function sessionsCommand(): Command {
     let s = await ctx.client.request("POST", path(), Session, {
       body: { prompt: o.prompt, agent: o.agent, model: o.model, base_ref: o.base },
     });
-    info(`session ${s.session_id} ${s.status}…`);
     const health = await ctx.client.request("GET", "/health", ApiHealth);
     if (health.model_configured === false)
       warn(`no model is configured: the agent cannot answer until one is; run '${MODEL_SETUP_COMMAND}'`);
-    const deadline = Date.now() + WAIT_TIMEOUT_MS;
-    while (o.wait && s.status === "provisioning" && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 500));
-      s = await ctx.client.request("GET", path(`/${s.session_id}`), Session);
-    }
+    if (o.wait) s = await waitUntilRunning(s, () => ctx.client.request("GET", path(`/${s.session_id}`), Session));
     if (o.json) printJson(s);
     else printLine(s.session_id);
     if (s.status === "failed") throw new CliError(`session ${s.session_id} failed: ${s.error}`);
@@ -151,5 +146,6 @@ export function sessionsCommand(): Command {
     if (link.browser_url) info(`in a browser, where the app's root-relative paths resolve: ${link.browser_url}`);
   });
 
+  addSandboxAccess(sessions);
   return sessions;
 }

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { OrchestratorError } from "../errors.ts";
 import type { SandboxDriver } from "../sandbox/driver.ts";
 
 async function gitOut(dir: string, args: string[]): Promise<string | undefined> {
@@ -15,11 +16,12 @@ async function gitOut(dir: string, args: string[]): Promise<string | undefined> 
 /**
  * The image a session runs: the project's `.svc/Dockerfile` built on the platform image, keyed by the git tree
  * id of `.svc/` at the session's commit plus the platform image, so an unchanged `.svc/` never rebuilds.
- * A project without `.svc/Dockerfile` runs the platform image itself.
+ * A project without `.svc/Dockerfile` runs the platform image itself. `ref` names the branch the commit came from,
+ * for a failure's message; `onStep` hears each build step as it starts.
  */
 export async function resolveSessionImage(
   driver: SandboxDriver,
-  options: { gitDir: string; commit: string; platformImage: string },
+  options: { gitDir: string; commit: string; ref: string; platformImage: string; onStep?: (step: string) => void },
 ): Promise<string> {
   const tree = await gitOut(options.gitDir, ["rev-parse", "--verify", "-q", `${options.commit}:.svc`]);
   if (!tree) return options.platformImage;
@@ -31,6 +33,21 @@ export async function resolveSessionImage(
   const archive = spawn("git", ["-C", options.gitDir, "archive", "--format=tar", tree], {
     stdio: ["ignore", "pipe", "ignore"],
   });
-  await driver.buildImage({ tag, context: archive.stdout, buildArgs: { SVC_BASE_IMAGE: options.platformImage } });
+  try {
+    await driver.buildImage(
+      { tag, context: archive.stdout, buildArgs: { SVC_BASE_IMAGE: options.platformImage } },
+      options.onStep,
+    );
+  } catch (err) {
+    if (!(err instanceof OrchestratorError) || err.code !== "IMAGE_BUILD_FAILED") throw err;
+    // A broken Dockerfile merged to the default branch breaks every new session there: say how to get one anyway.
+    const where = `the project's .svc/Dockerfile (${options.ref} at ${options.commit.slice(0, 7)})`;
+    throw new OrchestratorError(
+      "IMAGE_BUILD_FAILED",
+      err.message.replace(`image build of ${tag}`, where),
+      err.log,
+      `Fix .svc/Dockerfile on ${options.ref}, or start from an older commit where it builds: svc sessions new --base <ref>`,
+    );
+  }
   return tag;
 }

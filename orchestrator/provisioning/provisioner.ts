@@ -45,12 +45,18 @@ export type ProvisionerDeps = {
   log: Log;
 };
 
-/** A failed image build keeps the end of its log with the error: that is what the user needs to fix it. */
+/** A failed image build keeps the end of the failing step's output and what to do: what the user needs to fix it. */
 function describeFailure(err: unknown): string {
-  if (err instanceof OrchestratorError && err.log)
-    return `${err.message}\n${err.log.trim().split("\n").slice(-30).join("\n")}`.slice(-8000);
-  return (err as Error).message;
+  if (!(err instanceof OrchestratorError)) return (err as Error).message;
+  const output = err.log.trim().split("\n").slice(-20).join("\n").slice(-6000);
+  return [err.message, output, err.hint].filter(Boolean).join("\n");
 }
+
+/** A build step as the session's progress shows it: `building image: step 2/5 RUN make`, one short line. */
+const buildStep = (step: string) => {
+  const line = `building image: step ${step.replace(/\s+/g, " ")}`;
+  return line.length > 100 ? `${line.slice(0, 99)}…` : line;
+};
 
 /**
  * Turns a `provisioning` session into a running sandbox (branch, token, sandbox row, image, container, live
@@ -72,6 +78,13 @@ export function createProvisioner(deps: ProvisionerDeps) {
     let tokenId: string | undefined;
     // Docker and git quote what they were given (env, URLs) in their errors: none of it is stored or logged.
     const credentials: string[] = [settings.llm.apiKey ?? ""];
+    // What `svc sessions new` shows while it waits, written in order and never holding provisioning up.
+    let progressWritten = Promise.resolve();
+    const progress = (step: string) => {
+      progressWritten = progressWritten
+        .then(() => records.setProgress(session.session_id, redact(step, credentials)))
+        .catch(() => {});
+    };
     try {
       const gitDir = await deps.repos.gitDir(project);
       const baseSha = (await deps.repos.tips(project))?.get(session.base_ref);
@@ -95,10 +108,13 @@ export function createProvisioner(deps: ProvisionerDeps) {
         serviceKeySealed: deps.sealServiceKey(serviceKey),
         tokenId: token.id,
       });
+      progress("preparing the sandbox image");
       const image = await resolveSessionImage(driver, {
         gitDir,
         commit: headSha,
+        ref: session.base_ref,
         platformImage: await deps.platformImage(),
+        onStep: (step) => progress(buildStep(step)),
       });
       await records.updateSandbox(sandboxId, { image });
       const secrets = await deps.secrets.values(project.id);
@@ -121,6 +137,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
           baseUrl: settings.llm.baseUrl ? hostUrlForSandbox(settings.llm.baseUrl, settings.hostAlias) : undefined,
         },
       });
+      progress("starting sandbox");
       containerId = await driver.create({
         name: `svc-${session.session_id.slice(0, 8)}-${sandboxId.slice(0, 8)}`,
         image,
@@ -139,7 +156,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
       if (!info.hostPort) throw new Error("the sandbox's daemon port was not published");
       const url = `http://127.0.0.1:${info.hostPort}`;
       await records.updateSandbox(sandboxId, { url });
-      await waitLive(url, deadline);
+      await waitLive(url, deadline, progress);
+      await progressWritten;
       await records.updateSandbox(sandboxId, { status: "active" });
       if (
         !(await records.transition(session.session_id, ["provisioning"], "running", { sandboxUrl: url, error: null }))
@@ -150,6 +168,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
     } catch (err) {
       const message = redact(describeFailure(err), credentials);
       deps.log("provisioning failed", { session: session.session_id, error: message });
+      await progressWritten;
       if (sandboxId) await records.updateSandbox(sandboxId, { status: "error", error: message });
       await teardown(sandboxId, containerId, tokenId, "error").catch(() => {});
       await records.transition(session.session_id, ["provisioning"], "failed", { error: message });

@@ -64,3 +64,16 @@ export function hostUrlForSandbox(url: string, hostAlias: string): string {
   } catch {}
   return url;
 }
+
+/** The values of a sandbox's environment that are credentials or project secrets: what its output must not show. */
+export function sensitiveValues(env: Record<string, string>): string[] {
+  const names = [
+    ...(env[SandboxEnv.secretNames] ?? "").split(",").filter(Boolean),
+    SandboxEnv.serviceKey,
+    SandboxEnv.cliToken,
+    SandboxEnv.executorToken,
+    SandboxEnv.llmApiKey,
+    SandboxEnv.gatewayApiKey,
+  ];
+  return names.map((name) => env[name]).filter((v): v is string => Boolean(v));
+}

@@ -1,6 +1,19 @@
+import type { Duplex } from "node:stream";
+import { StringDecoder } from "node:string_decoder";
 import Docker from "dockerode";
+import { plainText } from "../../protocol/terminal-text.ts";
 import { OrchestratorError } from "../errors.ts";
-import type { ImageBuild, SandboxDriver, SandboxInfo, SandboxNetwork, SandboxOwner, SandboxSpec } from "./driver.ts";
+import type {
+  ExecSpec,
+  ImageBuild,
+  SandboxDriver,
+  SandboxExec,
+  SandboxInfo,
+  SandboxLogLine,
+  SandboxNetwork,
+  SandboxOwner,
+  SandboxSpec,
+} from "./driver.ts";
 
 /** Docker labels that record a sandbox's owner; `docker ps --filter label=dev.svc.session=<id>` finds one. */
 const LABELS: Record<keyof SandboxOwner, string> = {
@@ -52,6 +65,57 @@ function toInfo(raw: Docker.ContainerInspectInfo, servicePort: number): SandboxI
     owner: toOwner(raw.Config.Labels),
     hostPort: binding ? Number(binding.HostPort) : null,
   };
+}
+
+type Chunk = { stream: "stdout" | "stderr"; data: Buffer };
+
+/** The engine's stream of a command without a tty: 8-byte headers (stream, 0, 0, 0, length), then the bytes. */
+async function* demux(source: AsyncIterable<Buffer>): AsyncIterable<Chunk> {
+  let pending: Buffer = Buffer.alloc(0);
+  for await (const chunk of source) {
+    pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+    while (pending.length >= 8) {
+      const size = pending.readUInt32BE(4);
+      if (pending.length < 8 + size) break;
+      yield { stream: pending[0] === 2 ? "stderr" : "stdout", data: pending.subarray(8, 8 + size) };
+      pending = pending.subarray(8 + size);
+    }
+  }
+}
+
+/** Chunks as lines of each stream; a last line without its newline comes at the end. */
+async function* linesOf(source: AsyncIterable<Chunk>): AsyncIterable<SandboxLogLine> {
+  const partial = { stdout: "", stderr: "" };
+  const decoders = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
+  for await (const { stream, data } of source) {
+    const parts = (partial[stream] + decoders[stream].write(data)).split("\n");
+    partial[stream] = parts.pop()!;
+    for (const line of parts) yield { stream, line };
+  }
+  for (const stream of ["stdout", "stderr"] as const) {
+    const rest = partial[stream] + decoders[stream].end();
+    if (rest) yield { stream, line: rest };
+  }
+}
+
+const STEP = /^Step (\d+\/\d+) : (.*)$/;
+/** The classic builder's own chatter between steps. */
+const BUILDER_NOISE = /^ ---> |^Removing intermediate container |^Successfully (built|tagged) /;
+
+/**
+ * A failed build as the user needs it: the step that failed (`Step 3/5 : RUN make`) and that step's output, or,
+ * when no step ran (a Dockerfile that does not parse), the engine's error.
+ */
+function buildFailure(tag: string, log: string, error: string): OrchestratorError {
+  const lines = log.split("\n");
+  let at = lines.length - 1;
+  while (at >= 0 && !STEP.test(lines[at]!)) at--;
+  if (at < 0) return new OrchestratorError("IMAGE_BUILD_FAILED", `image build of ${tag} failed: ${error}`, log);
+  const output = lines
+    .slice(at + 1)
+    .filter((l) => l.trim() && !BUILDER_NOISE.test(l))
+    .join("\n");
+  return new OrchestratorError("IMAGE_BUILD_FAILED", `image build of ${tag} failed at ${lines[at]}`, output);
 }
 
 /** The engine's failures leave the driver as the orchestrator's own error: nothing above it knows Docker. */
@@ -251,7 +315,7 @@ export function createDockerDriver(options: {
       }
     },
 
-    async buildImage(build: ImageBuild) {
+    async buildImage(build: ImageBuild, onStep?: (step: string) => void) {
       const context = "dir" in build.context ? { context: build.context.dir, src: build.context.files } : build.context;
       const stream = await docker.buildImage(context as NodeJS.ReadableStream, {
         t: build.tag,
@@ -265,16 +329,81 @@ export function createDockerDriver(options: {
           stream,
           (err: Error | null) => resolve(err ? err.message : undefined),
           (event: { stream?: string; error?: string; errorDetail?: { message?: string } }) => {
-            if (event.stream) lines.push(event.stream);
+            if (event.stream) {
+              lines.push(event.stream);
+              const step = STEP.exec(plainText(event.stream).trim());
+              if (step) onStep?.(`${step[1]} ${step[2]}`);
+            }
             if (event.error) lines.push(`ERROR: ${event.errorDetail?.message ?? event.error}\n`);
           },
         );
       });
-      const log = lines.join("");
+      // Colours and cursor moves of the build's commands would reach browsers and pipes through a session's error.
+      const log = plainText(lines.join(""));
       const error = failure ?? (log.includes("ERROR: ") ? log.slice(log.lastIndexOf("ERROR: ")) : undefined);
-      if (error)
-        throw new OrchestratorError("IMAGE_BUILD_FAILED", `image build of ${build.tag} failed: ${error.trim()}`, log);
+      if (error) throw buildFailure(build.tag, log, plainText(error).trim());
       return log;
+    },
+
+    async logs(id, options) {
+      const container = docker.getContainer(id);
+      const wanted = { stdout: true, stderr: true, tail: options.tail };
+      if (!options.follow) {
+        const all = await container.logs({ ...wanted, follow: false });
+        return linesOf(
+          demux(
+            (async function* () {
+              yield all;
+            })(),
+          ),
+        );
+      }
+      const stream = (await container.logs({ ...wanted, follow: true })) as NodeJS.ReadableStream & Duplex;
+      options.signal.addEventListener("abort", () => stream.destroy(), { once: true });
+      return linesOf(demux(stream));
+    },
+
+    async exec(id, spec: ExecSpec): Promise<SandboxExec> {
+      // No user given: the command runs as the image's user, the one the daemon and the agent run as.
+      const execution = await docker.getContainer(id).exec({
+        Cmd: spec.cmd,
+        AttachStdin: spec.stdin,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: spec.tty,
+        WorkingDir: spec.workingDir,
+        Env: spec.env,
+      });
+      const socket = (await execution.start({ hijack: true, stdin: spec.stdin, Tty: spec.tty })) as Duplex;
+      const resize = async (cols: number, rows: number) => {
+        await execution.resize({ w: cols, h: rows });
+      };
+      if (spec.tty && spec.cols && spec.rows) await resize(spec.cols, spec.rows).catch(() => {});
+      const source = socket as AsyncIterable<Buffer>;
+      return {
+        stdin: spec.stdin ? socket : null,
+        output: spec.tty
+          ? (async function* () {
+              for await (const data of source) yield { stream: "stdout" as const, data };
+            })()
+          : demux(source),
+        resize,
+        async exitCode() {
+          // The engine records the exit a moment after the output ends.
+          for (let i = 0; i < 100; i++) {
+            const state = await execution.inspect();
+            if (!state.Running) return state.ExitCode ?? -1;
+            await new Promise((r) => setTimeout(r, 20));
+          }
+          return -1;
+        },
+        close: () => socket.destroy(),
+      };
+    },
+
+    async environment(id) {
+      const env = (await docker.getContainer(id).inspect()).Config.Env ?? [];
+      return Object.fromEntries(env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
     },
   });
 }

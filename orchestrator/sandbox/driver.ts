@@ -1,6 +1,6 @@
 /**
  * What the orchestrator needs from a sandbox backend. Docker implements it now (docker-driver.ts); a
- * Kubernetes driver would implement the same six calls plus image builds. Failures reject with an
+ * Kubernetes driver would implement the same calls plus image builds. Failures reject with an
  * OrchestratorError (errors.ts), never with the backend's own error type.
  *
  * Isolation is the driver's business and every driver provides it: a sandbox reaches the host (the API and the
@@ -49,6 +49,34 @@ export type ImageBuild = {
 /** Where sandboxes meet the host: the host's own address on the sandboxes' network, and that network. */
 export type SandboxNetwork = { hostAddress: string; subnet: string };
 
+/** One line of a sandbox's output (its PID 1's: entrypoint, daemon, agent), without its newline. */
+export type SandboxLogLine = { stream: "stdout" | "stderr"; line: string };
+
+export type ExecSpec = {
+  cmd: string[];
+  /** A pseudo-terminal: output is all stdout, and the terminal can be resized. */
+  tty: boolean;
+  /** Attach the command's stdin. */
+  stdin: boolean;
+  workingDir: string;
+  env: string[];
+  cols?: number;
+  rows?: number;
+};
+
+/** A command running in a sandbox, as the sandbox's own user. */
+export type SandboxExec = {
+  /** The command's stdin when attached; ending it closes the command's stdin. */
+  stdin: NodeJS.WritableStream | null;
+  /** The command's output as it comes; ends when the command does. */
+  output: AsyncIterable<{ stream: "stdout" | "stderr"; data: Buffer }>;
+  resize(cols: number, rows: number): Promise<void>;
+  /** Its exit code, once `output` has ended. */
+  exitCode(): Promise<number>;
+  /** Stops following the command (for a tty, the terminal hangs up). */
+  close(): void;
+};
+
 export type SandboxDriver = {
   create(spec: SandboxSpec): Promise<string>;
   start(id: string): Promise<SandboxInfo>;
@@ -61,6 +89,18 @@ export type SandboxDriver = {
   /** Every sandbox of one installation, running or not. */
   listOwned(installationId: string): Promise<SandboxInfo[]>;
   imageExists(tag: string): Promise<boolean>;
-  /** Builds and tags an image; resolves with the build log, rejects with IMAGE_BUILD_FAILED carrying it. */
-  buildImage(build: ImageBuild): Promise<string>;
+  /**
+   * Builds and tags an image, telling `onStep` each step as it starts (`2/5 RUN make`); resolves with the build
+   * log, as plain text (protocol/terminal-text.ts). A failure rejects with IMAGE_BUILD_FAILED whose message names
+   * the failing step and whose `log` is that step's output.
+   */
+  buildImage(build: ImageBuild, onStep?: (step: string) => void): Promise<string>;
+  /** The sandbox's output so far, then (`follow`) as it comes until the sandbox stops or `signal` aborts. */
+  logs(
+    id: string,
+    options: { follow: boolean; tail?: number; signal: AbortSignal },
+  ): Promise<AsyncIterable<SandboxLogLine>>;
+  exec(id: string, spec: ExecSpec): Promise<SandboxExec>;
+  /** The environment the sandbox was created with. */
+  environment(id: string): Promise<Record<string, string>>;
 };

@@ -1,0 +1,153 @@
+import { once } from "node:events";
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { FastifyInstance } from "fastify";
+import type { SandboxExec } from "../../orchestrator/sandbox/driver.ts";
+import {
+  createFrameReader,
+  EXEC_UPGRADE,
+  ExecQuery,
+  ExecResize,
+  encodeFrame,
+  Frame,
+  LogsQuery,
+} from "../../protocol/sandbox-access.ts";
+import { authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
+import { apiError } from "../errors.ts";
+import { errorResponse } from "../http/error-handler.ts";
+import { parseInput } from "../http/validate.ts";
+import { Params } from "./routes.ts";
+import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
+
+/** `svc sessions logs`: the sandbox's output as JSON lines (protocol/sandbox-access.ts), followed on request. */
+export function sandboxLogRoutes(deps: SessionAccessDeps) {
+  return async (app: FastifyInstance) => {
+    app.get("/v1/projects/:projectId/sessions/:sessionId/logs", async (req, reply) => {
+      const { sessionId } = parseInput(Params, req.params, "params");
+      const query = parseInput(LogsQuery, req.query, "query");
+      const abort = new AbortController();
+      const lines = await sessionsOf(deps).logs(req.project!, sessionId, {
+        follow: query.follow === "1",
+        tail: query.tail,
+        signal: abort.signal,
+      });
+      reply.hijack();
+      const res = reply.raw;
+      res.on("close", () => abort.abort());
+      res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+      try {
+        for await (const line of lines) {
+          if (!res.write(`${JSON.stringify(line)}\n`)) await once(res, "drain", { signal: abort.signal });
+        }
+      } catch {
+        // The client left, or the engine cut the stream as the sandbox went away: either way the log ends here.
+      }
+      res.end();
+    });
+  };
+}
+
+const EXEC_PATH = /^\/v1\/projects\/([^/]+)\/sessions\/([^/]+)\/exec$/;
+
+/** A query string as an object; a repeated key (`cmd`) becomes an array. */
+function queryObject(params: URLSearchParams): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const key of new Set(params.keys())) {
+    const values = params.getAll(key);
+    out[key] = values.length === 1 ? values[0]! : values;
+  }
+  return out;
+}
+
+/** Carries frames between the client's connection and the running command until it exits or either side leaves. */
+function relay(socket: Duplex, head: Buffer, running: SandboxExec): void {
+  const read = createFrameReader();
+  let finished = false;
+  const onData = (chunk: Buffer) => {
+    let frames: ReturnType<typeof read>;
+    try {
+      frames = read(chunk);
+    } catch {
+      socket.destroy();
+      return;
+    }
+    for (const { kind, payload } of frames) {
+      if (kind === Frame.STDIN && running.stdin && !running.stdin.write(payload)) {
+        socket.pause();
+        running.stdin.once("drain", () => socket.resume());
+      } else if (kind === Frame.STDIN_EOF) running.stdin?.end();
+      else if (kind === Frame.RESIZE) {
+        const size = ExecResize.safeParse(JSON.parse(payload.toString() || "null"));
+        if (size.success) running.resize(size.data.cols, size.data.rows).catch(() => {});
+      }
+    }
+  };
+  socket.on("data", onData);
+  if (head.length) onData(head);
+  // A client that leaves stops the relay; a tty's shell then hangs up as a closed terminal does.
+  socket.on("close", () => {
+    if (!finished) running.close();
+  });
+  void (async () => {
+    try {
+      for await (const { stream, data } of running.output) {
+        if (!socket.write(encodeFrame(stream === "stderr" ? Frame.STDERR : Frame.STDOUT, data))) {
+          await once(socket, "drain");
+        }
+      }
+      const code = await running.exitCode();
+      finished = true;
+      socket.end(encodeFrame(Frame.EXIT, JSON.stringify({ code })));
+    } catch (err) {
+      finished = true;
+      const failure = apiError("SANDBOX_BACKEND_FAILED", `the command's stream broke: ${(err as Error).message}`);
+      socket.end(encodeFrame(Frame.ERROR, JSON.stringify(errorResponse(failure).body)));
+    }
+  })();
+}
+
+/**
+ * `svc sessions exec|shell`: `GET …/sessions/{sid}/exec` upgraded to `svc-exec` (protocol/sandbox-access.ts).
+ * Node hands upgrades to this handler rather than to the routes, so it authenticates and authorizes with the same
+ * functions the routes' hook uses: a user token of the project's account or that project's token, never the
+ * sandbox service key. Returns false for an upgrade that is not an exec (a preview's WebSocket).
+ */
+export function execUpgrade(deps: SessionAccessDeps, logError: (err: unknown) => void) {
+  return (req: IncomingMessage, socket: Duplex, head: Buffer): boolean => {
+    const url = new URL(req.url ?? "/", "http://api");
+    const place = EXEC_PATH.exec(url.pathname);
+    if (req.headers.upgrade?.toLowerCase() !== EXEC_UPGRADE || !place) return false;
+    socket.on("error", () => socket.destroy());
+    void (async () => {
+      const decode = (s: string) => {
+        try {
+          return decodeURIComponent(s);
+        } catch {
+          throw apiError("BAD_REQUEST", "the path is not a valid URL");
+        }
+      };
+      const params = parseInput(Params, { projectId: decode(place[1]!), sessionId: decode(place[2]!) }, "params");
+      const principal = await resolvePrincipal(deps, bearer(req));
+      const project = await authorizeProject(deps, principal, params.projectId, false);
+      const query = parseInput(ExecQuery, queryObject(url.searchParams), "query");
+      const running = await sessionsOf(deps).exec(project, params.sessionId, {
+        cmd: query.cmd,
+        tty: query.tty === "1",
+        stdin: query.stdin === "1",
+        cols: query.cols,
+        rows: query.rows,
+        term: query.term,
+      });
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${EXEC_UPGRADE}\r\n\r\n`);
+      relay(socket, head, running);
+    })().catch((err) => {
+      const { status, body } = errorResponse(err);
+      if (status === 500) logError(err);
+      const text = JSON.stringify(body);
+      socket.end(
+        `HTTP/1.1 ${status} Error\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+      );
+    });
+    return true;
+  };
+}
