@@ -316,8 +316,9 @@ describe("sessions on real Docker", () => {
     const created = await sessions("", "POST", { base_ref: "broken-image" });
     const session = await waitStatus(created.body.session_id, ["failed", "running"]);
     expect(session.status).toBe("failed");
-    expect(session.error).toMatch(/image build/);
-    expect(session.error).toContain("building-step");
+    expect(session.error).toMatch(
+      /^the project's \.svc\/Dockerfile \(broken-image at [0-9a-f]{7}\) failed at Step 3\/3 : RUN echo building-step && exit 3\nbuilding-step\n/,
+    );
     expect(await containerOf(session.session_id)).toHaveLength(0);
   });
 
