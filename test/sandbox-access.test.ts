@@ -217,8 +217,16 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect(done.stdout).toMatch(/✓ session [0-9a-f-]{36} is running/);
   });
 
-  it("a stopped session answers exec, shell and logs as every other call into it does", async () => {
+  it("logs -f ends with the sandbox; a stopped session answers exec and logs as every other call does", async () => {
+    const follow = execa(process.execPath, [BIN, "sessions", "logs", id, "--follow"], { env, reject: false });
+    let out = "";
+    follow.stdout?.on("data", (c) => {
+      out += c;
+    });
+    await until(() => out, "listening on");
     expect((await run(["sessions", "stop", id])).code).toBe(0);
+    expect((await follow).exitCode).toBe(0);
+
     const expected = `error: session ${id} is stopped; 'svc sessions restart ${id}' [HTTP 409]`;
     const preview = await run(["sessions", "preview", id]);
     expect(preview.stderr).toContain(expected);
