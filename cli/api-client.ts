@@ -55,7 +55,7 @@ export function createApiClient(options: {
   }
 
   /** `<message> (<CODE>, HTTP <status>)`: what went wrong for the person, the code and status for a script. */
-  function failure(res: Response, json: unknown): ApiRequestError {
+  function failure(res: { status: number }, json: unknown): ApiRequestError {
     const body = ErrorBody.safeParse(json);
     const loose = LooseError.safeParse(json);
     const message = loose.success ? loose.data.error : (STATUS_CODES[res.status] ?? "error").toLowerCase();

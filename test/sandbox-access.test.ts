@@ -10,10 +10,17 @@ import { type SandboxedProject, startSandboxedProject } from "./support/sandboxe
 const SECRET = "hunter2-sandbox-secret-value";
 const ESC = "\u001b";
 
-/** Runs `svc <args>` under a pseudo-terminal (util-linux script), as a person at a terminal would. */
-function underPty(args: string[], env: CliEnv): ResultPromise<{ reject: false; env: CliEnv; extendEnv: true }> {
+/**
+ * Runs `svc <args>` under a pseudo-terminal (util-linux script), as a person at a terminal would; `before` runs
+ * first in the same terminal's shell.
+ */
+function underPty(
+  args: string[],
+  env: CliEnv,
+  before = "",
+): ResultPromise<{ reject: false; env: CliEnv; extendEnv: true }> {
   const quoted = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
-  return execa("script", ["-qfec", quoted, "/dev/null"], {
+  return execa("script", ["-qfec", `${before}exec ${quoted}`, "/dev/null"], {
     env: { ...env, TERM: "xterm", COLUMNS: "120", LINES: "40" },
     extendEnv: true,
     reject: false,
@@ -119,20 +126,36 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect(where.stdout.split("\n")).toEqual(["/workspace", daemonUid.stdout.trim(), "cloned"]);
 
     // The engine's own answer for a command it cannot start, as `docker exec` gives it.
+    // A reader that leaves early ends the command's output as a pipeline's would.
+    const svcCommand = [process.execPath, BIN, "sessions", "exec", id, "--", "yes"].join(" ");
+    const piped = await execa("bash", ["-c", `set -o pipefail; ${svcCommand} | head -2`], { env, reject: false });
+    expect(piped.stdout).toBe("y\ny");
+    expect(piped.exitCode).toBe(141);
+    expect(piped.stderr).not.toMatch(/error|EPIPE/i);
+
     const missing = await run(["sessions", "exec", id, "--", "no-such-command"]);
     expect(missing.code).toBe(126);
     expect(missing.stdout + missing.stderr).toContain("no-such-command");
   });
 
   it("shell opens an interactive shell under a terminal and refuses without one", async () => {
-    const shell = underPty(["sessions", "shell", id], env);
+    // A 100x30 terminal that becomes 90x20 three seconds in, as a window being resized.
+    const resize = "stty cols 100 rows 30; (sleep 3; stty cols 90 rows 20 </dev/tty) & ";
+    const shell = underPty(["sessions", "shell", id], env, resize);
     let out = "";
     shell.stdout?.on("data", (c) => {
       out += c;
     });
     await until(() => out, "# ");
-    shell.stdin?.write("echo $((6*7))\r");
+    shell.stdin?.write("echo $((6*7)); stty size\r");
     await until(() => out, "42");
+    await until(() => out, "30 100");
+    const resized = Date.now() + 15_000;
+    while (!out.includes("20 90") && Date.now() < resized) {
+      shell.stdin?.write("stty size\r");
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(out).toContain("20 90");
     shell.stdin?.write("exit 3\r");
     const done = await shell;
     expect(done.exitCode, out).toBe(3);

@@ -59,10 +59,21 @@ function queryObject(params: URLSearchParams): Record<string, string | string[]>
   return out;
 }
 
+/** A frame's JSON payload; undefined when it is not JSON (the schema then refuses it). */
+function parseJson(payload: Buffer): unknown {
+  try {
+    return JSON.parse(payload.toString());
+  } catch {
+    return undefined;
+  }
+}
+
 /** Carries frames between the client's connection and the running command until it exits or either side leaves. */
 function relay(socket: Duplex, head: Buffer, running: SandboxExec): void {
   const read = createFrameReader();
   let finished = false;
+  // One resize at a time: the engine may apply two calls in flight in either order, and the last size must win.
+  let resizing = Promise.resolve();
   const onData = (chunk: Buffer) => {
     let frames: ReturnType<typeof read>;
     try {
@@ -77,8 +88,11 @@ function relay(socket: Duplex, head: Buffer, running: SandboxExec): void {
         running.stdin.once("drain", () => socket.resume());
       } else if (kind === Frame.STDIN_EOF) running.stdin?.end();
       else if (kind === Frame.RESIZE) {
-        const size = ExecResize.safeParse(JSON.parse(payload.toString() || "null"));
-        if (size.success) running.resize(size.data.cols, size.data.rows).catch(() => {});
+        const size = ExecResize.safeParse(parseJson(payload));
+        if (size.success) {
+          const { cols, rows } = size.data;
+          resizing = resizing.then(() => running.resize(cols, rows)).catch(() => {});
+        }
       }
     }
   };
