@@ -2,6 +2,7 @@ import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";
 import { redact } from "../../protocol/redact.ts";
+import { plainText } from "../../protocol/terminal-text.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { OrchestratorError } from "../errors.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
@@ -166,7 +167,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
         await teardown(sandboxId, containerId, tokenId, "stopped");
       }
     } catch (err) {
-      const message = redact(describeFailure(err), credentials);
+      // Read by browsers and pipes: plain text, whatever the engine, git or the sandbox printed.
+      const message = plainText(redact(describeFailure(err), credentials));
       deps.log("provisioning failed", { session: session.session_id, error: message });
       await progressWritten;
       if (sandboxId) await records.updateSandbox(sandboxId, { status: "error", error: message });

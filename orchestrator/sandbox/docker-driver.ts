@@ -70,7 +70,7 @@ function toInfo(raw: Docker.ContainerInspectInfo, servicePort: number): SandboxI
 type Chunk = { stream: "stdout" | "stderr"; data: Buffer };
 
 /** The engine's stream of a command without a tty: 8-byte headers (stream, 0, 0, 0, length), then the bytes. */
-async function* demux(source: AsyncIterable<Buffer>): AsyncIterable<Chunk> {
+async function* demux(source: AsyncIterable<Buffer> | Iterable<Buffer>): AsyncIterable<Chunk> {
   let pending: Buffer = Buffer.alloc(0);
   for await (const chunk of source) {
     pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
@@ -331,8 +331,10 @@ export function createDockerDriver(options: {
           (event: { stream?: string; error?: string; errorDetail?: { message?: string } }) => {
             if (event.stream) {
               lines.push(event.stream);
-              const step = STEP.exec(plainText(event.stream).trim());
-              if (step) onStep?.(`${step[1]} ${step[2]}`);
+              for (const line of plainText(event.stream).split("\n")) {
+                const step = STEP.exec(line.trim());
+                if (step) onStep?.(`${step[1]} ${step[2]}`);
+              }
             }
             if (event.error) lines.push(`ERROR: ${event.errorDetail?.message ?? event.error}\n`);
           },
@@ -349,14 +351,7 @@ export function createDockerDriver(options: {
       const container = docker.getContainer(id);
       const wanted = { stdout: true, stderr: true, tail: options.tail };
       if (!options.follow) {
-        const all = await container.logs({ ...wanted, follow: false });
-        return linesOf(
-          demux(
-            (async function* () {
-              yield all;
-            })(),
-          ),
-        );
+        return linesOf(demux([await container.logs({ ...wanted, follow: false })]));
       }
       const stream = (await container.logs({ ...wanted, follow: true })) as NodeJS.ReadableStream & Duplex;
       options.signal.addEventListener("abort", () => stream.destroy(), { once: true });
