@@ -108,7 +108,11 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect(res.stderr.split("\n")).toContain("err");
     expect(res.stderr).not.toContain("error:");
 
-    const upper = await run(["sessions", "exec", id, "--", "tr", "a-z", "A-Z"], "hello sandbox\n");
+    // A session id alone is enough: its project comes from the API.
+    const upper = await svc(["sessions", "exec", id, "--", "tr", "a-z", "A-Z"], {
+      env: { ...env, SVC_PROJECT_ID: undefined },
+      input: "hello sandbox\n",
+    });
     expect(upper).toMatchObject({ code: 0, stdout: "HELLO SANDBOX" });
     // More than one frame, and more than a pipe buffer, both ways.
     const big = "x".repeat(300_000);
@@ -176,9 +180,12 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${id}`] } });
     const serviceKey = (await containerEnv(sandboxed.docker, container!.Id)).SVC_TOKEN!;
     const refusals = [
-      [otherToken, "this token is scoped to another project [HTTP 403]"],
-      [stranger.token, "you are not a member of this project's account [HTTP 403]"],
-      [serviceKey, "the sandbox service key is not an API token; use SVC_CLI_TOKEN [HTTP 403]"],
+      [otherToken, "this token is scoped to another project (TOKEN_PROJECT_MISMATCH, HTTP 403)"],
+      [stranger.token, "you are not a member of this project's account (NOT_A_MEMBER, HTTP 403)"],
+      [
+        serviceKey,
+        "the sandbox service key is not an API token; use SVC_CLI_TOKEN (SERVICE_KEY_NOT_ALLOWED, HTTP 403)",
+      ],
     ];
     for (const [token, message] of refusals) {
       const as = { ...env, SVC_CLI_TOKEN: token };
@@ -250,7 +257,7 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect((await run(["sessions", "stop", id])).code).toBe(0);
     expect((await follow).exitCode).toBe(0);
 
-    const expected = `error: session ${id} is stopped; 'svc sessions restart ${id}' [HTTP 409]`;
+    const expected = `error: session ${id} is stopped; 'svc sessions restart ${id}' (SESSION_NOT_RUNNING, HTTP 409)`;
     const preview = await run(["sessions", "preview", id]);
     expect(preview.stderr).toContain(expected);
     for (const args of [

@@ -14,11 +14,11 @@ import { plainText } from "../../protocol/terminal-text.ts";
 import type { Context } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parsePositiveInt } from "../flag-parsers.ts";
-import { projectCommand } from "../project-command.ts";
+import { sessionCommand } from "../session-command.ts";
 
 /** `svc sessions logs <id> [-f] [--tail N] [--json]`: the sandbox's own output (entrypoint, daemon, agent). */
 async function logs(cmd: Command, id: string): Promise<void> {
-  const { opts, ctx, path } = projectCommand<{ follow?: boolean; tail?: number }>(cmd, "sessions");
+  const { opts, ctx, path } = await sessionCommand<{ follow?: boolean; tail?: number }>(cmd, id);
   const stop = new AbortController();
   // Ctrl-C ends a follow as the normal way out of it.
   process.once("SIGINT", () => stop.abort());
@@ -27,7 +27,7 @@ async function logs(cmd: Command, id: string): Promise<void> {
     tail: opts.tail === undefined ? undefined : String(opts.tail),
   };
   const plain = !process.stdout.isTTY;
-  for await (const value of ctx.client.jsonLines(path(`/${encodeURIComponent(id)}/logs`), query, stop.signal)) {
+  for await (const value of ctx.client.jsonLines(path("/logs"), query, stop.signal)) {
     const entry = SandboxLogLine.parse(value);
     const line = plain ? plainText(entry.line) : entry.line;
     process.stdout.write(opts.json ? `${JSON.stringify({ stream: entry.stream, line })}\n` : `${line}\n`);
@@ -153,8 +153,8 @@ export function addSandboxAccess(sessions: Command): void {
     .argument("<cmd...>", "the command and its arguments, after --")
     .option("--project <id>", "project id or slug")
     .action(async (id: string, command: string[], _o, cmd: Command) => {
-      const { ctx, path } = projectCommand(cmd, "sessions");
-      exitWith(await run(ctx, path(`/${encodeURIComponent(id)}/exec`), { cmd: command, tty: false }));
+      const { ctx, path } = await sessionCommand(cmd, id);
+      exitWith(await run(ctx, path("/exec"), { cmd: command, tty: false }));
     });
 
   sessions
@@ -168,7 +168,7 @@ export function addSandboxAccess(sessions: Command): void {
           `svc sessions shell needs a terminal; to run a command without one: svc sessions exec ${id} -- <cmd>`,
         );
       }
-      const { ctx, path } = projectCommand(cmd, "sessions");
-      exitWith(await run(ctx, path(`/${encodeURIComponent(id)}/exec`), { cmd: ["bash"], tty: true }));
+      const { ctx, path } = await sessionCommand(cmd, id);
+      exitWith(await run(ctx, path("/exec"), { cmd: ["bash"], tty: true }));
     });
 }
