@@ -171,15 +171,20 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     );
   });
 
-  it("another project's token, a stranger and the sandbox's service key get 403 and change nothing", async () => {
+  it("another project's token, a stranger, a session's own token and its service key get 403 and change nothing", async () => {
     const { api, user } = sandboxed;
     const other = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Other" } })).body;
     const otherToken = (await call(api.url, "POST", `/v1/projects/${other.id}/cli-token`, { token: user.token })).body
       .token;
     const stranger = await seedUser(api.services, "stranger");
     const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${id}`] } });
-    const serviceKey = (await containerEnv(sandboxed.docker, container!.Id)).SVC_TOKEN!;
+    const sandboxEnv = await containerEnv(sandboxed.docker, container!.Id);
+    const serviceKey = sandboxEnv.SVC_TOKEN!;
     const refusals = [
+      [
+        sandboxEnv.SVC_CLI_TOKEN!,
+        "a session's token cannot read sandbox logs or run commands in sandboxes: use your own login (svc login) (PROJECT_TOKEN_NOT_ALLOWED, HTTP 403)",
+      ],
       [otherToken, "this token is scoped to another project (TOKEN_PROJECT_MISMATCH, HTTP 403)"],
       [stranger.token, "you are not a member of this project's account (NOT_A_MEMBER, HTTP 403)"],
       [

@@ -12,17 +12,31 @@ import {
   Frame,
   LogsQuery,
 } from "../../protocol/sandbox-access.ts";
-import { authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
+import { authorizeProject, bearer, type Principal, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { errorResponse } from "../http/error-handler.ts";
 import { parseInput } from "../http/validate.ts";
 import { Params } from "./routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
 
+/**
+ * A session's own token (its SVC_CLI_TOKEN) never reaches into a sandbox: with it, an agent could read or run
+ * commands in the other sessions of its project. People and the project tokens they mint for scripts may.
+ */
+function refuseSessionToken(principal: Principal | null): void {
+  if (principal?.kind === "project" && principal.sandbox) {
+    throw apiError(
+      "PROJECT_TOKEN_NOT_ALLOWED",
+      "a session's token cannot read sandbox logs or run commands in sandboxes: use your own login (svc login)",
+    );
+  }
+}
+
 /** `svc sessions logs`: the sandbox's output as JSON lines (protocol/sandbox-access.ts), followed on request. */
 export function sandboxLogRoutes(deps: SessionAccessDeps) {
   return async (app: FastifyInstance) => {
     app.get("/v1/projects/:projectId/sessions/:sessionId/logs", async (req, reply) => {
+      refuseSessionToken(req.principal);
       const { sessionId } = parseInput(Params, req.params, "params");
       const query = parseInput(LogsQuery, req.query, "query");
       const abort = new AbortController();
@@ -143,6 +157,7 @@ export function execUpgrade(deps: SessionAccessDeps, logError: (err: unknown) =>
       const params = parseInput(Params, { projectId: decode(place[1]!), sessionId: decode(place[2]!) }, "params");
       const principal = await resolvePrincipal(deps, bearer(req));
       const project = await authorizeProject(deps, principal, params.projectId, false);
+      refuseSessionToken(principal);
       const query = parseInput(ExecQuery, queryObject(url.searchParams), "query");
       const running = await sessionsOf(deps).exec(project, params.sessionId, {
         cmd: query.cmd,
