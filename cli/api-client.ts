@@ -72,6 +72,16 @@ export function createApiClient(options: {
     );
   }
 
+  /** The answer's body as JSON; undefined when empty or not JSON (an error page of a proxy in between). */
+  async function bodyJson(res: Response): Promise<unknown> {
+    const text = await res.text();
+    try {
+      return text ? JSON.parse(text) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   async function request<S extends z.ZodType>(
     method: string,
     path: string,
@@ -79,13 +89,7 @@ export function createApiClient(options: {
     opts: RequestOptions = {},
   ): Promise<z.infer<S>> {
     const res = await send(method, path, opts);
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
+    const json = await bodyJson(res);
     if (!res.ok) throw failure(res, json);
     const parsed = schema.safeParse(json);
     if (!parsed.success)
@@ -96,16 +100,7 @@ export function createApiClient(options: {
   /** A server-sent event stream: each `data:` payload, parsed as JSON, until the server or `signal` ends it. */
   async function* events(path: string, signal: AbortSignal): AsyncGenerator<unknown> {
     const res = await send("GET", path, { accept: "text/event-stream", signal });
-    if (!res.ok) {
-      const text = await res.text();
-      let json: unknown;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = undefined;
-      }
-      throw failure(res, json);
-    }
+    if (!res.ok) throw failure(res, await bodyJson(res));
     const decoder = new TextDecoder();
     const read = createSseReader();
     try {
@@ -120,16 +115,7 @@ export function createApiClient(options: {
   /** A JSON-lines stream (`application/x-ndjson`): each line parsed, until the server or `signal` ends it. */
   async function* jsonLines(path: string, query: Record<string, string | undefined>, signal: AbortSignal) {
     const res = await send("GET", path, { accept: "application/x-ndjson", query, signal });
-    if (!res.ok) {
-      const text = await res.text();
-      let json: unknown;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = undefined;
-      }
-      throw failure(res, json);
-    }
+    if (!res.ok) throw failure(res, await bodyJson(res));
     const decoder = new TextDecoder();
     let partial = "";
     try {
