@@ -1,15 +1,15 @@
 import type { Duplex } from "node:stream";
-import { StringDecoder } from "node:string_decoder";
 import Docker from "dockerode";
 import { plainText } from "../../protocol/terminal-text.ts";
 import { OrchestratorError } from "../errors.ts";
+import { buildFailure, STEP } from "./build-failure.ts";
+import { demux, linesOf } from "./docker-streams.ts";
 import type {
   ExecSpec,
   ImageBuild,
   SandboxDriver,
   SandboxExec,
   SandboxInfo,
-  SandboxLogLine,
   SandboxNetwork,
   SandboxOwner,
   SandboxSpec,
@@ -65,57 +65,6 @@ function toInfo(raw: Docker.ContainerInspectInfo, servicePort: number): SandboxI
     owner: toOwner(raw.Config.Labels),
     hostPort: binding ? Number(binding.HostPort) : null,
   };
-}
-
-type Chunk = { stream: "stdout" | "stderr"; data: Buffer };
-
-/** The engine's stream of a command without a tty: 8-byte headers (stream, 0, 0, 0, length), then the bytes. */
-async function* demux(source: AsyncIterable<Buffer> | Iterable<Buffer>): AsyncIterable<Chunk> {
-  let pending: Buffer = Buffer.alloc(0);
-  for await (const chunk of source) {
-    pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
-    while (pending.length >= 8) {
-      const size = pending.readUInt32BE(4);
-      if (pending.length < 8 + size) break;
-      yield { stream: pending[0] === 2 ? "stderr" : "stdout", data: pending.subarray(8, 8 + size) };
-      pending = pending.subarray(8 + size);
-    }
-  }
-}
-
-/** Chunks as lines of each stream; a last line without its newline comes at the end. */
-async function* linesOf(source: AsyncIterable<Chunk>): AsyncIterable<SandboxLogLine> {
-  const partial = { stdout: "", stderr: "" };
-  const decoders = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
-  for await (const { stream, data } of source) {
-    const parts = (partial[stream] + decoders[stream].write(data)).split("\n");
-    partial[stream] = parts.pop()!;
-    for (const line of parts) yield { stream, line };
-  }
-  for (const stream of ["stdout", "stderr"] as const) {
-    const rest = partial[stream] + decoders[stream].end();
-    if (rest) yield { stream, line: rest };
-  }
-}
-
-const STEP = /^Step (\d+\/\d+) : (.*)$/;
-/** The classic builder's own chatter between steps. */
-const BUILDER_NOISE = /^ ---> |^Removing intermediate container |^Successfully (built|tagged) /;
-
-/**
- * A failed build as the user needs it: the step that failed (`Step 3/5 : RUN make`) and that step's output, or,
- * when no step ran (a Dockerfile that does not parse), the engine's error.
- */
-function buildFailure(tag: string, log: string, error: string): OrchestratorError {
-  const lines = log.split("\n");
-  let at = lines.length - 1;
-  while (at >= 0 && !STEP.test(lines[at]!)) at--;
-  if (at < 0) return new OrchestratorError("IMAGE_BUILD_FAILED", `image build of ${tag} failed: ${error}`, log);
-  const output = lines
-    .slice(at + 1)
-    .filter((l) => l.trim() && !BUILDER_NOISE.test(l))
-    .join("\n");
-  return new OrchestratorError("IMAGE_BUILD_FAILED", `image build of ${tag} failed at ${lines[at]}`, output);
 }
 
 /** The engine's failures leave the driver as the orchestrator's own error: nothing above it knows Docker. */
