@@ -3,40 +3,50 @@ import { createServer } from "node:http";
 import { Command } from "commander";
 import { Me } from "../../protocol/account.ts";
 import { createApiClient } from "../api-client.ts";
+import { openBrowser } from "../browser.ts";
 import { readConfig, updateConfig } from "../config-file.ts";
 import { optionsOf, resolveContext } from "../context.ts";
-import { CliError, usageError } from "../errors.ts";
+import { CliError } from "../errors.ts";
 import { apiBase, findHost, loginHint, normalizeHostUrl } from "../hosts.ts";
 import { info, printJson, printLine } from "../output.ts";
 import { dashboardUrl } from "./projects.ts";
 
 const LOGIN_TIMEOUT_MS = 5 * 60_000;
 
-/** Browser login: a one-shot callback on 127.0.0.1 with a random state; the URL is printed for headless users. */
+/**
+ * Browser login, as `gh auth login --web` does it: a one-shot callback on 127.0.0.1 (random port) with a random
+ * `state`; the authorize URL goes to stderr and to `$BROWSER`/`xdg-open` when there is one; without either it
+ * waits for the person to open the URL elsewhere.
+ */
 async function browserLogin(hostUrl: string): Promise<string> {
   const state = randomBytes(16).toString("hex");
   return new Promise((resolve, reject) => {
     const server = createServer((req, res) => {
       const url = new URL(req.url ?? "/", "http://127.0.0.1");
       if (url.pathname !== "/callback") return res.writeHead(404).end();
-      if (url.searchParams.get("state") !== state) return res.writeHead(400).end("state mismatch");
+      if (url.searchParams.get("state") !== state) return res.writeHead(400).end("svc: state mismatch\n");
       const token = url.searchParams.get("token");
-      if (!token) return res.writeHead(400).end("missing token");
+      if (!token) return res.writeHead(400).end("svc: missing token\n");
       res.writeHead(200, { "content-type": "text/plain" }).end("svc: logged in. You can close this tab.\n");
+      clearTimeout(timer);
       server.close();
       resolve(token);
     });
+    const timer = setTimeout(() => {
+      server.close();
+      reject(
+        new CliError(
+          `login timed out after ${LOGIN_TIMEOUT_MS / 60_000} minutes with no authorization; try again, or use 'svc login --token <pat>'`,
+        ),
+      );
+    }, LOGIN_TIMEOUT_MS);
     server.listen(0, "127.0.0.1", () => {
       const { port } = server.address() as { port: number };
       const callback = `http://127.0.0.1:${port}/callback`;
-      info(
-        `open this URL to authorize the CLI:\n  ${dashboardUrl(hostUrl)}/cli/login?callback=${encodeURIComponent(callback)}&state=${state}`,
-      );
+      const url = `${dashboardUrl(hostUrl)}/dashboard/cli/login?callback=${encodeURIComponent(callback)}&state=${state}`;
+      info(`open this URL in a browser signed in to ${hostUrl} to authorize the CLI:\n  ${url}`);
+      info(openBrowser(url) ? "opened it in your browser; waiting…" : "waiting for the authorization…");
     });
-    setTimeout(() => {
-      server.close();
-      reject(new CliError("login timed out; use 'svc login --token <pat>' on headless machines"));
-    }, LOGIN_TIMEOUT_MS).unref();
   });
 }
 
@@ -51,7 +61,6 @@ export async function loginTo(
   token: string | undefined,
   options: { quiet?: boolean } = {},
 ): Promise<Me> {
-  if (!token && !process.stdin.isTTY) throw usageError("--token is required when not interactive");
   const secret = token ?? (await browserLogin(url));
   const me = await verify(url, secret);
   updateConfig((c) => {
