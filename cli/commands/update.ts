@@ -50,7 +50,8 @@ export function updateSvc(options: { json?: boolean }): void {
   // The script leaves a running stack alone; restart it with the new CLI so the new code serves.
   if (wasRunning) {
     const cli = join(checkout, "bin", "svc.js");
-    if (run(nodeBin, [cli, "self-host", "restart"], env) !== 0) throw new CliError("the new version is installed but the stack did not restart; see above");
+    if (run(nodeBin, [cli, "self-host", "restart"], env) !== 0)
+      throw new CliError("the new version is installed but the stack did not restart; see above");
   }
   const to = gitLine(checkout, ["rev-parse", "HEAD"]);
   const version = JSON.parse(readFileSync(join(checkout, "package.json"), "utf8")).version as string;
