@@ -15,6 +15,9 @@ import { createTokenStore } from "./auth/token-store.ts";
 import { changeRequestRoutes } from "./change-requests/routes.ts";
 import { createChangeRequestService } from "./change-requests/service.ts";
 import { createChangeRequestStore } from "./change-requests/store.ts";
+import { createBrowserSessions } from "./dashboard/browser-sessions.ts";
+import { dashboardRoutes } from "./dashboard/routes.ts";
+import { signInLinkRoutes } from "./dashboard/sign-in-links.ts";
 import type { Sql } from "./db/sql.ts";
 import { createCloneCredentials } from "./git/clone-credentials.ts";
 import { installHooks } from "./git/hooks.ts";
@@ -203,6 +206,8 @@ export function createServices(
     manifests,
     triggers,
     triggerPort,
+    sessionStore,
+    browserSessions: createBrowserSessions(sql),
     onPushed: (projectId: string) => reloadTriggers(projectId),
   };
 }
@@ -258,6 +263,8 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
   await app.register(triggerRoutes(services));
+  await app.register(signInLinkRoutes(services));
+  await app.register(dashboardRoutes(services), { prefix: "/dashboard" });
   // One keep-alive pool per sandbox for everything the API forwards to it.
   const forward = createForwarder();
   await app.register(agentRoutes(services, forward));

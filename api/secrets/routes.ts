@@ -3,20 +3,12 @@ import type { SecretList } from "../../protocol/secret.ts";
 import { SetSecretsBody, UnsetSecretsBody } from "../../protocol/secret.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
+import { listSecrets } from "./listing.ts";
 import type { SecretStore } from "./store.ts";
 
 export function secretRoutes(deps: { secrets: SecretStore; manifests: ManifestReader }) {
   return async (app: FastifyInstance) => {
-    app.get("/v1/projects/:projectId/secrets", async (req): Promise<SecretList> => {
-      const [list, read] = await Promise.all([deps.secrets.list(req.project!.id), deps.manifests.read(req.project!)]);
-      const env = Object.fromEntries(
-        Object.entries(read.manifest.env).map(([name, spec]) => [
-          name,
-          { required: spec.required, ...(spec.description !== undefined ? { description: spec.description } : {}) },
-        ]),
-      );
-      return { ...list, env, manifest_commit: read.commit, manifest_error: read.error };
-    });
+    app.get("/v1/projects/:projectId/secrets", async (req): Promise<SecretList> => listSecrets(deps, req.project!));
 
     app.put("/v1/projects/:projectId/secrets", async (req) => {
       const body = parseInput(SetSecretsBody, req.body, "body");

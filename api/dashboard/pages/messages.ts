@@ -1,0 +1,36 @@
+import { type Html, html } from "../html.ts";
+import { layout } from "../layout.ts";
+
+const HOW_TO_SIGN_IN = html`<p>The dashboard signs a browser in with a one-time link from the command line. Run</p>
+<pre><code>svc projects open</code></pre>
+<p>(or <code>svc projects open &lt;id&gt;</code>, <code>svc sessions open &lt;id&gt;</code>) on a machine logged in
+to this server, and open the link it prints within two minutes.</p>`;
+
+/** Where a browser without a session lands: how to get a sign-in link. */
+export function signInPage(signedOut: boolean): string {
+  return layout({
+    title: "Sign in",
+    body: html`<h1>Sign in to the svc dashboard</h1>
+${signedOut && html`<p class="notice info" role="status">You are signed out.</p>`}
+${HOW_TO_SIGN_IN}`,
+  });
+}
+
+/** A sign-in link used twice, expired or mangled. */
+export function badSignInLinkPage(): string {
+  return layout({
+    title: "Sign-in link not valid",
+    body: html`<h1>This sign-in link is not valid</h1>
+<p class="notice error" role="alert">It has expired or was already used: a sign-in link works once, for two minutes.</p>
+${HOW_TO_SIGN_IN}`,
+  });
+}
+
+/** Any refusal or failure of a dashboard page, in words. */
+export function errorPage(title: string, message: string, csrf?: string, extra?: Html): string {
+  return layout({
+    title,
+    csrf,
+    body: html`<h1>${title}</h1><p class="notice error" role="alert">${message}</p>${extra}<p><a href="/dashboard">Back to your projects</a></p>`,
+  });
+}

@@ -1,0 +1,222 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
+import type { Project } from "../../protocol/project.ts";
+import { Session } from "../../protocol/session.ts";
+import { SafeText } from "../../protocol/text.ts";
+import type { AccountStore } from "../accounts/store.ts";
+import { type AuthDeps, authorizeProject } from "../auth/authenticate.ts";
+import type { ChangeRequestService } from "../change-requests/service.ts";
+import { ApiError, apiError } from "../errors.ts";
+import { parseInput } from "../http/validate.ts";
+import type { ManifestReader } from "../manifest/reader.ts";
+import { listSecrets } from "../secrets/listing.ts";
+import type { SecretStore } from "../secrets/store.ts";
+import type { SessionStore } from "../sessions/store.ts";
+import type { TriggerService } from "../triggers/service.ts";
+import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
+import { STYLESHEET_PATH } from "./layout.ts";
+import { dashboardPath } from "./next-path.ts";
+import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
+import { badSignInLinkPage, errorPage, signInPage } from "./pages/messages.ts";
+import { type Part, projectPage } from "./pages/project.ts";
+import { projectsPage } from "./pages/projects.ts";
+import { clearedSessionCookie, requireBrowserSession, requireCsrf, sessionCookie } from "./session-auth.ts";
+import { STYLESHEET } from "./stylesheet.ts";
+
+export type DashboardDeps = AuthDeps & {
+  accounts: AccountStore;
+  browserSessions: BrowserSessions;
+  changeRequests: ChangeRequestService;
+  sessionStore: SessionStore;
+  secrets: SecretStore;
+  manifests: ManifestReader;
+  triggers: TriggerService;
+  publicUrl: () => string;
+};
+
+/** Every dashboard answer: no script or style from anywhere but here, never inside a frame, never cached. */
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  "x-frame-options": "DENY",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "same-origin",
+  "cache-control": "no-store",
+};
+
+const HTML = "text/html; charset=utf-8";
+
+const SignInQuery = z.object({
+  code: z.string().max(200).optional(),
+  next: z.string().max(2000).optional(),
+  signed_out: z.string().optional(),
+});
+const ProjectParams = z.object({ projectId: z.string() });
+const CrParams = z.object({ projectId: z.string(), crId: z.string().min(1).max(64) });
+const ActionForm = z.object({ _csrf: z.string(), message: SafeText.max(10_000).optional() }).strict();
+
+/** A 409 of a CR action as a person reads it on the page. */
+function refusal(err: ApiError): string {
+  const conflicts = err.details.conflicts as string[] | undefined;
+  if (conflicts?.length)
+    return `Merge failed: ${conflicts.join(", ")} ${conflicts.length === 1 ? "has" : "have"} conflicts.`;
+  if (typeof err.details.reason === "string") return `Merge failed: ${err.details.reason}.`;
+  return err.message;
+}
+
+/** A section's data, or the API's refusal in words (no sandbox driver, no secrets key, repository down). */
+async function settle<T>(work: Promise<T>): Promise<Part<T>> {
+  try {
+    return { ok: true, value: await work };
+  } catch (err) {
+    if (err instanceof ApiError) return { ok: false, reason: err.message };
+    throw err;
+  }
+}
+
+/**
+ * The dashboard (register with prefix `/dashboard`): server-rendered pages behind a browser session (cookie),
+ * forms with a CSRF token, and the same services and membership checks as the REST routes.
+ */
+export function dashboardRoutes(deps: DashboardDeps) {
+  const secure = () => deps.publicUrl().startsWith("https:");
+
+  /** The project as the REST routes authorize it; one the user may not see is answered as one that does not exist. */
+  async function projectFor(req: FastifyRequest): Promise<Project> {
+    const { projectId } = parseInput(ProjectParams, req.params, "params");
+    const session = req.browserSession!;
+    const principal = { kind: "user" as const, userId: session.userId, tokenId: session.id };
+    return authorizeProject(deps, principal, projectId, false).catch((err: unknown) => {
+      if (err instanceof ApiError && err.code === "NOT_A_MEMBER")
+        throw apiError("PROJECT_NOT_FOUND", `project ${projectId} not found`);
+      throw err;
+    });
+  }
+
+  async function crView(project: Project, crId: string, refused?: string): Promise<ChangeRequestView> {
+    const cr = await deps.changeRequests.get(project, crId);
+    const [preview, diff] = await Promise.all([
+      settle(deps.changeRequests.preview(project, cr.cr_id)),
+      settle(deps.changeRequests.diff(project, cr.cr_id)),
+    ]);
+    return { project, cr, preview, diff, refusal: refused };
+  }
+
+  function renderError(err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) {
+    const csrf = req.browserSession?.csrf;
+    if (err instanceof ApiError) {
+      const title = err.status === 404 ? "Not found" : err.status === 403 ? "Refused" : "Something went wrong";
+      return reply
+        .code(err.status)
+        .type(HTML)
+        .send(errorPage(title, err.message, csrf));
+    }
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    if (status === 500) req.log.error({ err }, "dashboard page failed");
+    const message = status === 500 ? "Internal error: the server's log has the details." : "The request was malformed.";
+    return reply
+      .code(status)
+      .type(HTML)
+      .send(errorPage("Something went wrong", message, csrf));
+  }
+
+  /** Pages anyone may see: the sign-in exchange and the stylesheet. */
+  async function publicPages(app: FastifyInstance) {
+    app.get("/sign-in", async (req, reply) => {
+      const query = parseInput(SignInQuery, req.query, "query");
+      if (!query.code) return reply.type(HTML).send(signInPage(query.signed_out !== undefined));
+      const userId = await deps.browserSessions.redeemCode(query.code);
+      if (!userId) return reply.code(401).type(HTML).send(badSignInLinkPage());
+      const { secret } = await deps.browserSessions.open(userId);
+      reply.header("set-cookie", sessionCookie(secret, BROWSER_SESSION_TTL_MS / 1000, secure()));
+      return reply.redirect(dashboardPath(query.next ?? "") ?? "/dashboard", 303);
+    });
+
+    app.get(STYLESHEET_PATH.slice("/dashboard".length), async (_req, reply) =>
+      reply.type("text/css; charset=utf-8").header("cache-control", "public, max-age=300").send(STYLESHEET),
+    );
+  }
+
+  async function signedInPages(app: FastifyInstance) {
+    app.addHook("preHandler", requireBrowserSession(deps.browserSessions));
+
+    app.get("/", async (req, reply) => {
+      const accounts = await deps.accounts.accounts(req.browserSession!.userId);
+      const projects = await deps.projects.listForAccounts(accounts.map((a) => a.id));
+      return reply.type(HTML).send(projectsPage(projects, req.browserSession!.csrf));
+    });
+
+    app.get("/projects/:projectId", async (req, reply) => {
+      const project = await projectFor(req);
+      const [sessions, changeRequests, secrets, triggers] = await Promise.all([
+        settle(deps.sessionStore.list(project.id).then((rows) => rows.map((s) => Session.parse(s)))),
+        deps.changeRequests.list(project, { status: "all" }),
+        settle(listSecrets(deps, project)),
+        settle(deps.triggers.list(project)),
+      ]);
+      const view = { project, sessions, changeRequests, secrets, triggers };
+      return reply.type(HTML).send(projectPage(view, req.browserSession!.csrf));
+    });
+
+    app.get("/projects/:projectId/crs/:crId", async (req, reply) => {
+      const project = await projectFor(req);
+      const { crId } = parseInput(CrParams, req.params, "params");
+      return reply.type(HTML).send(changeRequestPage(await crView(project, crId), req.browserSession!.csrf));
+    });
+
+    for (const action of ["merge", "close", "reopen"] as const) {
+      app.post(`/projects/:projectId/crs/:crId/${action}`, { preHandler: requireCsrf }, async (req, reply) => {
+        const project = await projectFor(req);
+        const { crId } = parseInput(CrParams, req.params, "params");
+        const form = parseInput(ActionForm, req.body, "body");
+        const userId = req.browserSession!.userId;
+        const message = form.message?.trim() || undefined;
+        try {
+          const cr =
+            action === "merge"
+              ? await deps.changeRequests.merge(project, crId, userId, message)
+              : action === "close"
+                ? await deps.changeRequests.close(project, crId, userId)
+                : await deps.changeRequests.reopen(project, crId);
+          // Post/redirect/get: a reload shows the page again rather than repeating the action.
+          return reply.redirect(`/dashboard/projects/${project.id}/crs/${cr.number}`, 303);
+        } catch (err) {
+          if (!(err instanceof ApiError) || err.status !== 409) throw err;
+          const view = await crView(project, crId, refusal(err));
+          return reply.code(409).type(HTML).send(changeRequestPage(view, req.browserSession!.csrf));
+        }
+      });
+    }
+
+    app.post("/sign-out", { preHandler: requireCsrf }, async (req, reply) => {
+      await deps.browserSessions.end(req.browserSession!.id);
+      reply.header("set-cookie", clearedSessionCookie(secure()));
+      return reply.redirect("/dashboard/sign-in?signed_out=1", 303);
+    });
+  }
+
+  return async (app: FastifyInstance) => {
+    // The dashboard authenticates with its cookie, not a bearer: the API-wide token check stands aside.
+    app.addHook("onRoute", (route) => {
+      route.config = { ...route.config, auth: "public" };
+    });
+    app.decorateRequest("browserSession", null);
+    // HTML forms post urlencoded fields; nothing else of the API accepts them.
+    app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_req, body, done) =>
+      done(null, Object.fromEntries(new URLSearchParams(String(body)))),
+    );
+    app.addHook("onSend", async (_req, reply) => {
+      for (const [name, value] of Object.entries(SECURITY_HEADERS))
+        if (!reply.hasHeader(name)) reply.header(name, value);
+    });
+    app.setErrorHandler(renderError);
+    app.setNotFoundHandler((req, reply) =>
+      reply
+        .code(404)
+        .type(HTML)
+        .send(errorPage("Not found", "There is no such page.", req.browserSession?.csrf)),
+    );
+    await app.register(publicPages);
+    await app.register(signedInPages);
+  };
+}
