@@ -264,9 +264,9 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(sessionRoutes(services));
   await app.register(triggerRoutes(services));
   await app.register(signInLinkRoutes(services));
-  await app.register(dashboardRoutes(services), { prefix: "/dashboard" });
   // One keep-alive pool per sandbox for everything the API forwards to it.
   const forward = createForwarder();
+  await app.register(dashboardRoutes(services, forward), { prefix: "/dashboard" });
   await app.register(agentRoutes(services, forward));
   await app.register(sandboxLogRoutes(services));
   previews = createPreviews(services, forward, (err) => app.log.error({ err }, "preview failed"));

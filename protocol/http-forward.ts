@@ -13,10 +13,13 @@ const HOP_BY_HOP = new Set([
   "host",
 ]);
 
-function endToEnd(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+function endToEnd(
+  headers: Record<string, string | string[] | undefined>,
+  drop: readonly string[] = [],
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+    if (value !== undefined && !HOP_BY_HOP.has(name) && !drop.includes(name)) out[name] = value;
   }
   return out;
 }
@@ -24,6 +27,8 @@ function endToEnd(headers: Record<string, string | string[] | undefined>): Recor
 export type ForwardOptions = {
   /** Added to (or replacing) the request's headers. */
   headers?: Record<string, string>;
+  /** The request's headers (lower case) that stay here: credentials meant for this server, not the upstream. */
+  drop?: readonly string[];
   /** A cookie the response sets besides the upstream's own. */
   setCookie?: string;
   /** Answers the client when the upstream cannot be reached before anything was sent. */
@@ -60,7 +65,11 @@ export function createForwarder() {
         {
           path,
           method: req.method as "GET",
-          headers: { ...endToEnd(req.headers), "x-forwarded-for": req.socket.remoteAddress ?? "", ...options.headers },
+          headers: {
+            ...endToEnd(req.headers, options.drop),
+            "x-forwarded-for": req.socket.remoteAddress ?? "",
+            ...options.headers,
+          },
           body: hasBody ? req : null,
         },
         ({ statusCode, headers }) => {

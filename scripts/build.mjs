@@ -18,6 +18,8 @@ await build({
   logLevel: "warning",
 });
 cpSync(new URL("api/db/migrations/", root), new URL("dist/migrations/", root), { recursive: true });
+// The dashboard's browser scripts, served as they are: beside the bundle as beside their module.
+cpSync(new URL("api/dashboard/assets/", root), new URL("dist/assets/", root), { recursive: true });
 
 // Self-contained bundles for the sandbox image, which has node but no node_modules.
 await build({

@@ -1,19 +1,22 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
+import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
 import type { AccountStore } from "../accounts/store.ts";
-import { type AuthDeps, authorizeProject } from "../auth/authenticate.ts";
+import { authorizeProject } from "../auth/authenticate.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
 import { listSecrets } from "../secrets/listing.ts";
 import type { SecretStore } from "../secrets/store.ts";
+import type { SessionAccessDeps } from "../sessions/session-access.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { TriggerService } from "../triggers/service.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
+import { cliLoginPages } from "./cli-login.ts";
 import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
 import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
@@ -21,9 +24,10 @@ import { badSignInLinkPage, errorPage, signInPage } from "./pages/messages.ts";
 import { type Part, projectPage } from "./pages/project.ts";
 import { projectsPage } from "./pages/projects.ts";
 import { clearedSessionCookie, requireBrowserSession, requireCsrf, sessionCookie } from "./session-auth.ts";
+import { sessionPages } from "./session-pages.ts";
 import { STYLESHEET } from "./stylesheet.ts";
 
-export type DashboardDeps = AuthDeps & {
+export type DashboardDeps = SessionAccessDeps & {
   accounts: AccountStore;
   browserSessions: BrowserSessions;
   changeRequests: ChangeRequestService;
@@ -31,7 +35,6 @@ export type DashboardDeps = AuthDeps & {
   secrets: SecretStore;
   manifests: ManifestReader;
   triggers: TriggerService;
-  publicUrl: () => string;
 };
 
 /** Every dashboard answer: no script or style from anywhere but here, never inside a frame, never cached. */
@@ -78,7 +81,7 @@ async function settle<T>(work: Promise<T>): Promise<Part<T>> {
  * The dashboard (register with prefix `/dashboard`): server-rendered pages behind a browser session (cookie),
  * forms with a CSRF token, and the same services and membership checks as the REST routes.
  */
-export function dashboardRoutes(deps: DashboardDeps) {
+export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
   const secure = () => deps.publicUrl().startsWith("https:");
 
   /** The project as the REST routes authorize it; one the user may not see is answered as one that does not exist. */
@@ -187,6 +190,9 @@ export function dashboardRoutes(deps: DashboardDeps) {
         }
       });
     }
+
+    await app.register(sessionPages(deps, forward, projectFor));
+    await app.register(cliLoginPages(deps));
 
     app.post("/sign-out", { preHandler: requireCsrf }, async (req, reply) => {
       await deps.browserSessions.end(req.browserSession!.id);

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import { AbortResult, PromptAccepted } from "../../protocol/daemon.ts";
 import { MODEL_SETUP_COMMAND } from "../../protocol/env.ts";
@@ -62,6 +62,40 @@ async function control<S extends z.ZodType>(
   return schema.parse(await res.json());
 }
 
+/** Sends a message to the session's agent; the conversation it went to. */
+export async function sendMessage(
+  deps: SessionAccessDeps,
+  project: Project,
+  sessionId: string,
+  body: SessionMessageBody,
+): Promise<string> {
+  return (await control(deps, project, sessionId, "/svc/prompt", body, PromptAccepted)).session;
+}
+
+export function abortRun(deps: SessionAccessDeps, project: Project, sessionId: string) {
+  return control(deps, project, sessionId, "/svc/abort", {}, AbortResult);
+}
+
+/** Relays the daemon's AgentEvents (server-sent events) to `req`'s client until either side ends. */
+export async function relayEvents(
+  deps: SessionAccessDeps,
+  forward: Forwarder,
+  project: Project,
+  sessionId: string,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
+  const target = await sessionsOf(deps).sandboxTarget(project, sessionId);
+  reply.hijack();
+  await forward(req.raw, reply.raw, target.url, "/svc/events", {
+    headers: { authorization: `Bearer ${target.serviceKey}` },
+    // The dashboard's session cookie is the browser's key to this server; the sandbox never sees it.
+    drop: ["cookie"],
+    unreachable: (res, err) =>
+      writeError(res, apiError("SANDBOX_UNREACHABLE", `the session's sandbox did not answer: ${err.message}`)),
+  });
+}
+
 /**
  * Talking to a session's agent (`svc sessions chat`): send a message, abort the run, and follow what the agent
  * does as server-sent AgentEvents (protocol/daemon.ts), relayed from the daemon's /svc/events.
@@ -73,24 +107,18 @@ export function agentRoutes(deps: SessionAccessDeps, forward: Forwarder) {
     app.post(`${base}/messages`, async (req, reply) => {
       const { sessionId } = parseInput(Params, req.params, "params");
       const body = parseInput(SessionMessageBody, req.body ?? {}, "body");
-      const accepted = await control(deps, req.project!, sessionId, "/svc/prompt", body, PromptAccepted);
-      return reply.code(202).send({ conversation: accepted.session });
+      const conversation = await sendMessage(deps, req.project!, sessionId, body);
+      return reply.code(202).send({ conversation });
     });
 
     app.post(`${base}/abort`, async (req) => {
       const { sessionId } = parseInput(Params, req.params, "params");
-      return control(deps, req.project!, sessionId, "/svc/abort", {}, AbortResult);
+      return abortRun(deps, req.project!, sessionId);
     });
 
     app.get(`${base}/events`, async (req, reply) => {
       const { sessionId } = parseInput(Params, req.params, "params");
-      const target = await sessionsOf(deps).sandboxTarget(req.project!, sessionId);
-      reply.hijack();
-      await forward(req.raw, reply.raw, target.url, "/svc/events", {
-        headers: { authorization: `Bearer ${target.serviceKey}` },
-        unreachable: (res, err) =>
-          writeError(res, apiError("SANDBOX_UNREACHABLE", `the session's sandbox did not answer: ${err.message}`)),
-      });
+      await relayEvents(deps, forward, req.project!, sessionId, req, reply);
     });
   };
 }

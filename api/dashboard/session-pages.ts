@@ -1,0 +1,101 @@
+import { readFileSync } from "node:fs";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { z } from "zod";
+import type { Forwarder } from "../../protocol/http-forward.ts";
+import type { Project } from "../../protocol/project.ts";
+import { Session } from "../../protocol/session.ts";
+import { SafeText } from "../../protocol/text.ts";
+import { ApiError } from "../errors.ts";
+import { parseInput } from "../http/validate.ts";
+import { abortRun, relayEvents, sendMessage } from "../sessions/agent.ts";
+import { createPreviewLink } from "../sessions/preview-links.ts";
+import { Params } from "../sessions/routes.ts";
+import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
+import { SESSION_CHAT_SCRIPT_PATH, sessionPage } from "./pages/session.ts";
+import { requireCsrf } from "./session-auth.ts";
+
+/** Read once: the bundle has it beside itself (dist/assets), the sources beside this module. */
+const CHAT_SCRIPT = readFileSync(new URL("./assets/session-chat.js", import.meta.url), "utf8");
+
+const HTML = "text/html; charset=utf-8";
+const CsrfForm = z.object({ _csrf: z.string() }).strict();
+const MessageForm = z.object({ _csrf: z.string(), text: SafeText.min(1).max(100_000) }).strict();
+const PreviewForm = z.object({ _csrf: z.string(), port: z.coerce.number().int().min(1).max(65_535) }).strict();
+
+/** A form posted by the page's script (JSON, answered with JSON) or by a browser without it (answered with the page). */
+const fromScript = (req: FastifyRequest) => req.headers["content-type"]?.startsWith("application/json") ?? false;
+
+/**
+ * The session page (`/dashboard/projects/{id}/sessions/{sid}`): status, branch, errors, stop and restart, a
+ * preview link, and the chat with its agent over the same calls as `svc sessions chat`. Registered inside the
+ * signed-in part of the dashboard; `projectFor` authorizes the project as the REST routes do.
+ */
+export function sessionPages(
+  deps: SessionAccessDeps,
+  forward: Forwarder,
+  projectFor: (req: FastifyRequest) => Promise<Project>,
+) {
+  return async (app: FastifyInstance) => {
+    const base = "/projects/:projectId/sessions/:sessionId";
+    const pagePath = (project: Project, sessionId: string) => `/dashboard/projects/${project.id}/sessions/${sessionId}`;
+    const target = async (req: FastifyRequest) => {
+      const project = await projectFor(req);
+      const { sessionId } = parseInput(Params, req.params, "params");
+      return { project, sessionId };
+    };
+
+    app.get(SESSION_CHAT_SCRIPT_PATH.slice("/dashboard".length), async (_req, reply) =>
+      reply.type("text/javascript; charset=utf-8").send(CHAT_SCRIPT),
+    );
+
+    app.get(base, async (req, reply) => {
+      const { project, sessionId } = await target(req);
+      const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
+      return reply.type(HTML).send(sessionPage({ project, session }, req.browserSession!.csrf));
+    });
+
+    app.get(`${base}/events`, async (req, reply) => {
+      const { project, sessionId } = await target(req);
+      await relayEvents(deps, forward, project, sessionId, req, reply);
+    });
+
+    app.post(`${base}/messages`, { preHandler: requireCsrf }, async (req, reply) => {
+      const { project, sessionId } = await target(req);
+      const { text } = parseInput(MessageForm, req.body, "body");
+      const conversation = await sendMessage(deps, project, sessionId, { text });
+      if (fromScript(req)) return reply.code(202).send({ conversation });
+      return reply.redirect(pagePath(project, sessionId), 303);
+    });
+
+    app.post(`${base}/abort`, { preHandler: requireCsrf }, async (req, reply) => {
+      const { project, sessionId } = await target(req);
+      parseInput(CsrfForm, req.body, "body");
+      const result = await abortRun(deps, project, sessionId);
+      if (fromScript(req)) return reply.send(result);
+      return reply.redirect(pagePath(project, sessionId), 303);
+    });
+
+    for (const action of ["stop", "restart"] as const) {
+      app.post(`${base}/${action}`, { preHandler: requireCsrf }, async (req, reply) => {
+        const { project, sessionId } = await target(req);
+        parseInput(CsrfForm, req.body, "body");
+        try {
+          await sessionsOf(deps)[action](project, sessionId);
+        } catch (err) {
+          if (!(err instanceof ApiError) || err.status !== 409) throw err;
+          const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
+          const view = { project, session, refusal: err.message };
+          return reply.code(409).type(HTML).send(sessionPage(view, req.browserSession!.csrf));
+        }
+        return reply.redirect(pagePath(project, sessionId), 303);
+      });
+    }
+
+    app.post(`${base}/preview`, { preHandler: requireCsrf }, async (req, reply) => {
+      const { project, sessionId } = await target(req);
+      const { port } = parseInput(PreviewForm, req.body, "body");
+      const link = await createPreviewLink(deps, project, sessionId, req.browserSession!.userId, port);
+      return reply.redirect(link.browser_url ?? link.url, 303);
+    });
+  };
+}

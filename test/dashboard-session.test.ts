@@ -1,0 +1,169 @@
+import { spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call } from "./support/api-server.ts";
+import { requireChromium } from "./support/browser.ts";
+import { BIN, type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+import { startScriptedLlm } from "./support/scripted-llm.ts";
+
+const ARTIFACTS = new URL("../test-artifacts/", import.meta.url).pathname;
+const REPLY = "Hello from the agent, streamed into the page.";
+
+/**
+ * The session page and `svc login`'s browser half in a real Chromium, against a real sandbox running the real
+ * opencode with a scripted model: the reply streams into the page as it does into `svc sessions chat`.
+ */
+describe("the dashboard's session page and the browser login (Chromium, real sandbox)", () => {
+  let sandboxed: SandboxedProject;
+  let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
+  let browser: Browser;
+  let context: BrowserContext;
+  let home: ReturnType<typeof cliHome>;
+  let env: CliEnv;
+  let sessionId: string;
+  const run = (args: string[], extra: CliEnv = {}) => svc(args, { env: { ...env, ...extra }, cwd: home.dir });
+  const pagePath = () => `/dashboard/projects/${sandboxed.project.id}/sessions/${sessionId}`;
+  const shot = (page: Page, name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    llm = await startScriptedLlm([{ when: "Say hello", steps: [{ text: REPLY }] }]);
+    sandboxed = await startSandboxedProject("Dashboarded", {
+      llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" },
+    });
+    browser = await requireChromium();
+    home = cliHome();
+    env = { ...home.env, SVC_API_URL: `${sandboxed.api.url}/v1`, SVC_CLI_TOKEN: sandboxed.user.token };
+    const created = await run(["sessions", "new", "--project", sandboxed.project.id]);
+    expect(created.code, created.stderr).toBe(0);
+    sessionId = created.stdout.trim();
+    // Signed in the way `svc sessions open` does it: a one-time link from the user's token.
+    const link = await call(sandboxed.api.url, "POST", "/v1/dashboard/sign-in-links", {
+      token: sandboxed.user.token,
+      body: { next: pagePath() },
+    });
+    expect(link.status).toBe(201);
+    context = await browser.newContext({ viewport: { width: 375, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(link.body.url);
+    expect(new URL(page.url()).pathname).toBe(pagePath());
+    await page.close();
+  }, 300_000);
+  afterAll(async () => {
+    await browser?.close();
+    await sandboxed?.close();
+    llm?.close();
+  });
+
+  it("streams the agent's reply into the page, timed against the CLI's chat in the same run", async () => {
+    const page = await context.newPage();
+    await page.goto(`${sandboxed.api.url}${pagePath()}`);
+    await expect.poll(() => page.textContent("#agent-state"), { timeout: 60_000 }).toBe("ready");
+    expect(await page.textContent("dl")).toContain("running");
+    await page.getByLabel("Message").fill("Say hello, please.");
+    const sent = Date.now();
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.waitForSelector("#transcript li.agent", { timeout: 60_000 });
+    const pageFirstToken = Date.now() - sent;
+    await expect.poll(() => page.textContent("#transcript li.agent"), { timeout: 30_000 }).toBe(REPLY);
+    expect(await page.textContent("#transcript li.you")).toBe("Say hello, please.");
+    await expect.poll(() => page.textContent("#agent-state")).toBe("ready");
+    await shot(page, "session-chat");
+
+    // The CLI, same session, same model: time from start to the first byte of the reply on stdout.
+    const cliStart = Date.now();
+    const child = spawn(process.execPath, [BIN, "sessions", "chat", sessionId, "--prompt", "Say hello, please."], {
+      env: { ...process.env, ...env } as Record<string, string>,
+      cwd: home.dir,
+    });
+    const cliFirstToken = await new Promise<number>((resolve) =>
+      child.stdout.once("data", () => resolve(Date.now() - cliStart)),
+    );
+    expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
+
+    // Warm against warm: a second message from the page after the CLI's.
+    await page.getByLabel("Message").fill("Say hello, please.");
+    const again = Date.now();
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.waitForSelector("#transcript li.agent >> nth=1", { timeout: 30_000 });
+    const pageWarm = Date.now() - again;
+    console.log(
+      `first streamed token: session page ${pageFirstToken} ms (first prompt), ${pageWarm} ms (warm); ` +
+        `svc sessions chat ${cliFirstToken} ms (warm, CLI start-up included)`,
+    );
+
+    // The page's forms refuse a post without this browser's CSRF token.
+    const forged = await page.evaluate(async (url) => {
+      const res = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ text: "rm -rf /" }),
+      });
+      return res.status;
+    }, `${pagePath()}/messages`);
+    expect(forged).toBe(403);
+    await page.close();
+  }, 180_000);
+
+  it("stops and restarts the session from the page", async () => {
+    const page = await context.newPage();
+    await page.goto(`${sandboxed.api.url}${pagePath()}`);
+    await page.getByRole("button", { name: "Stop" }).click();
+    await page.waitForURL(`**${pagePath()}`);
+    expect(await page.textContent("dl")).toContain("stopped");
+    expect(await page.getByRole("button", { name: "Stop" }).count()).toBe(0);
+    const stopped = await sandboxed.sessions(`/${sessionId}`);
+    expect(stopped.body.status).toBe("stopped");
+    await shot(page, "session-stopped");
+    await page.getByRole("button", { name: "Restart" }).click();
+    await page.waitForURL(`**${pagePath()}`);
+    expect(["provisioning", "running"]).toContain((await sandboxed.sessions(`/${sessionId}`)).body.status);
+    await page.close();
+  }, 120_000);
+
+  it("svc login: the CLI opens $BROWSER, the signed-in page authorizes, and the CLI stores a working token", async () => {
+    const recorder = join(home.dir, "browser.sh");
+    const opened = join(home.dir, "opened-url");
+    writeFileSync(recorder, `#!/bin/sh\nprintf '%s' "$1" > '${opened}'\n`);
+    chmodSync(recorder, 0o755);
+    const loginEnv = { ...process.env, ...home.env, SVC_CLI_TOKEN: "", BROWSER: recorder } as Record<string, string>;
+    const login = spawn(process.execPath, [BIN, "login", "--host", "dash", "--api", sandboxed.api.url], {
+      env: loginEnv,
+      cwd: home.dir,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stderr = "";
+    login.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    const exited = new Promise<number | null>((resolve) => login.on("exit", resolve));
+    await expect.poll(() => existsSync(opened), { timeout: 15_000 }).toBe(true);
+    const url = readFileSync(opened, "utf8");
+    expect(stderr).toContain(url);
+    expect(url).toMatch(
+      /\/dashboard\/cli\/login\?callback=http%3A%2F%2F127\.0\.0\.1%3A\d+%2Fcallback&state=[0-9a-f]{32}$/,
+    );
+
+    const page = await context.newPage();
+    await page.goto(url);
+    expect(await page.textContent("h1")).toBe(`Authorize svc CLI on ${new URL(sandboxed.api.url).host}`);
+    await shot(page, "cli-login");
+    await page.getByRole("button", { name: "Authorize" }).click();
+    await page.waitForURL(/127\.0\.0\.1:\d+\/callback/);
+    expect(await page.textContent("body")).toContain("logged in");
+    expect(await exited, stderr).toBe(0);
+    const whoami = await svc(["whoami", "--host", "dash"], { env: { ...home.env, SVC_CLI_TOKEN: "" }, cwd: home.dir });
+    expect(whoami.code, whoami.stderr).toBe(0);
+    expect(whoami.stdout).toMatch(/@example\.test/);
+
+    // A link that would send the token anywhere but the CLI's loopback callback is refused.
+    const evil = await page.goto(
+      `${sandboxed.api.url}/dashboard/cli/login?callback=${encodeURIComponent("http://evil.example/callback")}&state=${"a".repeat(32)}`,
+    );
+    expect(evil?.status()).toBe(400);
+    await page.close();
+  }, 120_000);
+});
