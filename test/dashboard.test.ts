@@ -302,6 +302,36 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  it("authorizes a waiting `svc login` with the Authorize button of a signed-in browser", async () => {
+    const recorded = join(home.dir, "login-urls.txt");
+    const fakeBrowser = join(home.dir, "login-browser.sh");
+    writeFileSync(fakeBrowser, `#!/bin/sh\necho "$1" > '${recorded}'\n`);
+    chmodSync(fakeBrowser, 0o755);
+    const login = run(["login", "--api", api.url, "--host", "second"], { BROWSER: fakeBrowser });
+    for (let i = 0; i < 100 && !existsSync(recorded); i++) await new Promise((r) => setTimeout(r, 100));
+    const url = readFileSync(recorded, "utf8").trim();
+    expect(new URL(url).pathname).toBe("/dashboard/cli/login");
+
+    await page.goto(url);
+    await shot("cli-login");
+    const { email } = (await rest("GET", "/v1/accounts/me")).body.user;
+    await expect(page.locator("main").textContent()).resolves.toContain(email);
+    await page.getByRole("button", { name: "Authorize", exact: true }).click();
+    await page.waitForURL(/^http:\/\/127\.0\.0\.1:\d+\/callback/);
+    await expect(page.locator("body").textContent()).resolves.toContain("logged in");
+    const done = await login;
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stderr).toContain(`logged in to second as ${email}`);
+    expect((await run(["whoami", "--host", "second"])).stdout).toContain(email);
+
+    // Only the CLI's own loopback callback may receive a token.
+    const forged = await page.goto(
+      `${api.url}/dashboard/cli/login?callback=${encodeURIComponent("http://evil.example/callback")}&state=${"a".repeat(32)}`,
+    );
+    expect(forged!.status()).toBe(400);
+    await expect(page.getByRole("button", { name: "Authorize", exact: true }).count()).resolves.toBe(0);
+  });
+
   it("signs out: the cookie is gone and ended, pages send the browser to the sign-in page", async () => {
     const [cookie] = await context.cookies();
     await page.goto(`${api.url}/dashboard`);

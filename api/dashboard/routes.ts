@@ -3,7 +3,6 @@ import { z } from "zod";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
-import type { AccountStore } from "../accounts/store.ts";
 import { type AuthDeps, authorizeProject } from "../auth/authenticate.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { ApiError, apiError } from "../errors.ts";
@@ -14,17 +13,18 @@ import type { SecretStore } from "../secrets/store.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { TriggerService } from "../triggers/service.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
+import { cliLoginRoutes } from "./cli-login.ts";
 import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
 import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
 import { badSignInLinkPage, errorPage, signInPage } from "./pages/messages.ts";
 import { type Part, projectPage } from "./pages/project.ts";
 import { projectsPage } from "./pages/projects.ts";
+import { SECURITY_HEADERS } from "./security-headers.ts";
 import { clearedSessionCookie, requireBrowserSession, requireCsrf, sessionCookie } from "./session-auth.ts";
 import { STYLESHEET } from "./stylesheet.ts";
 
 export type DashboardDeps = AuthDeps & {
-  accounts: AccountStore;
   browserSessions: BrowserSessions;
   changeRequests: ChangeRequestService;
   sessionStore: SessionStore;
@@ -32,16 +32,6 @@ export type DashboardDeps = AuthDeps & {
   manifests: ManifestReader;
   triggers: TriggerService;
   publicUrl: () => string;
-};
-
-/** Every dashboard answer: no script or style from anywhere but here, never inside a frame, never cached. */
-const SECURITY_HEADERS = {
-  "content-security-policy":
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-  "x-frame-options": "DENY",
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "same-origin",
-  "cache-control": "no-store",
 };
 
 const HTML = "text/html; charset=utf-8";
@@ -187,6 +177,8 @@ export function dashboardRoutes(deps: DashboardDeps) {
         }
       });
     }
+
+    await app.register(cliLoginRoutes(deps));
 
     app.post("/sign-out", { preHandler: requireCsrf }, async (req, reply) => {
       await deps.browserSessions.end(req.browserSession!.id);

@@ -1,0 +1,51 @@
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import type { AccountStore } from "../accounts/store.ts";
+import type { TokenStore } from "../auth/token-store.ts";
+import { apiError } from "../errors.ts";
+import { parseInput } from "../http/validate.ts";
+import { cliLoginPage } from "./pages/cli-login.ts";
+import { contentSecurityPolicy } from "./security-headers.ts";
+import { requireCsrf } from "./session-auth.ts";
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
+/** The CLI's one-shot callback (cli/commands/auth.ts): plain HTTP on a loopback port, nothing else. */
+const Callback = z.string().refine((value) => {
+  try {
+    const url = new URL(value);
+    return url.protocol === "http:" && LOOPBACK.has(url.hostname) && url.port !== "" && url.pathname === "/callback";
+  } catch {
+    return false;
+  }
+}, "must be the svc CLI's http://127.0.0.1:<port>/callback");
+const State = z.string().regex(/^[A-Za-z0-9_-]{16,128}$/, "must be the svc CLI's state nonce");
+const LoginQuery = z.object({ callback: Callback, state: State });
+const LoginForm = z.object({ _csrf: z.string(), callback: Callback, state: State }).strict();
+
+/**
+ * `svc login` without `--token`: the CLI opens `/dashboard/cli/login?callback=…&state=…`; a signed-in person's
+ * Authorize mints a user token and sends it, with the CLI's state, to the CLI's loopback callback. Registered in
+ * the signed-in scope of the dashboard.
+ */
+export function cliLoginRoutes(deps: { tokens: TokenStore; accounts: AccountStore }) {
+  return async (app: FastifyInstance) => {
+    app.get("/cli/login", async (req, reply) => {
+      const query = parseInput(LoginQuery, req.query, "query");
+      const user = await deps.accounts.user(req.browserSession!.userId);
+      if (!user) throw apiError("UNAUTHENTICATED", "this browser's user no longer exists; sign in again");
+      const page = cliLoginPage({ email: user.email, ...query, csrf: req.browserSession!.csrf });
+      // Authorize's form ends in a redirect to the CLI's origin: this page's form-action must allow that one.
+      reply.header("content-security-policy", contentSecurityPolicy(new URL(query.callback).origin));
+      return reply.type("text/html; charset=utf-8").send(page);
+    });
+
+    app.post("/cli/login", { preHandler: requireCsrf }, async (req, reply) => {
+      const form = parseInput(LoginForm, req.body, "body");
+      const { token } = await deps.tokens.mint({ userId: req.browserSession!.userId, name: "cli (browser login)" });
+      const target = new URL(form.callback);
+      target.search = new URLSearchParams({ state: form.state, token }).toString();
+      return reply.redirect(target.toString(), 303);
+    });
+  };
+}
