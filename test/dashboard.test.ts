@@ -166,6 +166,11 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     expect(again!.status()).toBe(401);
     expect(again!.headers()["content-type"]).toContain("text/html");
     await expect(reused.getByRole("alert").textContent()).resolves.toContain("expired or was already used");
+    // A code past its two minutes: refused the same way.
+    const late = (await rest("POST", "/v1/dashboard/sign-in-links", { next: "/dashboard" })).body.url;
+    await api.services.sql.query("update dashboard_sign_in_codes set expires_at = now() - interval '1 second'");
+    expect((await reused.goto(late))!.status()).toBe(401);
+    expect(await reused.context().cookies()).toEqual([]);
     await reused.context().close();
   });
 
