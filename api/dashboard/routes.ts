@@ -4,10 +4,8 @@ import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
-import type { AccountStore } from "../accounts/store.ts";
-import { authorizeProject } from "../auth/authenticate.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
-import { ApiError, apiError } from "../errors.ts";
+import { ApiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
 import { listSecrets } from "../secrets/listing.ts";
@@ -16,35 +14,27 @@ import type { SessionAccessDeps } from "../sessions/session-access.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { TriggerService } from "../triggers/service.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
-import { cliLoginPages } from "./cli-login.ts";
+import { cliLoginRoutes } from "./cli-login.ts";
 import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
 import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
 import { badSignInLinkPage, errorPage, signInPage } from "./pages/messages.ts";
-import { type Part, projectPage } from "./pages/project.ts";
+import { projectPage } from "./pages/project.ts";
 import { projectsPage } from "./pages/projects.ts";
+import { settle } from "./part.ts";
+import { browserProject } from "./project-access.ts";
+import { SECURITY_HEADERS } from "./security-headers.ts";
 import { clearedSessionCookie, requireBrowserSession, requireCsrf, sessionCookie } from "./session-auth.ts";
 import { sessionPages } from "./session-pages.ts";
 import { STYLESHEET } from "./stylesheet.ts";
 
 export type DashboardDeps = SessionAccessDeps & {
-  accounts: AccountStore;
   browserSessions: BrowserSessions;
   changeRequests: ChangeRequestService;
   sessionStore: SessionStore;
   secrets: SecretStore;
   manifests: ManifestReader;
   triggers: TriggerService;
-};
-
-/** Every dashboard answer: no script or style from anywhere but here, never inside a frame, never cached. */
-const SECURITY_HEADERS = {
-  "content-security-policy":
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-  "x-frame-options": "DENY",
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "same-origin",
-  "cache-control": "no-store",
 };
 
 const HTML = "text/html; charset=utf-8";
@@ -54,7 +44,6 @@ const SignInQuery = z.object({
   next: z.string().max(2000).optional(),
   signed_out: z.string().optional(),
 });
-const ProjectParams = z.object({ projectId: z.string() });
 const CrParams = z.object({ projectId: z.string(), crId: z.string().min(1).max(64) });
 const ActionForm = z.object({ _csrf: z.string(), message: SafeText.max(10_000).optional() }).strict();
 
@@ -67,16 +56,6 @@ function refusal(err: ApiError): string {
   return err.message;
 }
 
-/** A section's data, or the API's refusal in words (no sandbox driver, no secrets key, repository down). */
-async function settle<T>(work: Promise<T>): Promise<Part<T>> {
-  try {
-    return { ok: true, value: await work };
-  } catch (err) {
-    if (err instanceof ApiError) return { ok: false, reason: err.message };
-    throw err;
-  }
-}
-
 /**
  * The dashboard (register with prefix `/dashboard`): server-rendered pages behind a browser session (cookie),
  * forms with a CSRF token, and the same services and membership checks as the REST routes.
@@ -84,17 +63,7 @@ async function settle<T>(work: Promise<T>): Promise<Part<T>> {
 export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
   const secure = () => deps.publicUrl().startsWith("https:");
 
-  /** The project as the REST routes authorize it; one the user may not see is answered as one that does not exist. */
-  async function projectFor(req: FastifyRequest): Promise<Project> {
-    const { projectId } = parseInput(ProjectParams, req.params, "params");
-    const session = req.browserSession!;
-    const principal = { kind: "user" as const, userId: session.userId, tokenId: session.id };
-    return authorizeProject(deps, principal, projectId, false).catch((err: unknown) => {
-      if (err instanceof ApiError && err.code === "NOT_A_MEMBER")
-        throw apiError("PROJECT_NOT_FOUND", `project ${projectId} not found`);
-      throw err;
-    });
-  }
+  const projectFor = (req: FastifyRequest) => browserProject(deps, req);
 
   async function crView(project: Project, crId: string, refused?: string): Promise<ChangeRequestView> {
     const cr = await deps.changeRequests.get(project, crId);
@@ -191,8 +160,8 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
       });
     }
 
-    await app.register(sessionPages(deps, forward, projectFor));
-    await app.register(cliLoginPages(deps));
+    await app.register(sessionPages(deps, forward));
+    await app.register(cliLoginRoutes(deps));
 
     app.post("/sign-out", { preHandler: requireCsrf }, async (req, reply) => {
       await deps.browserSessions.end(req.browserSession!.id);

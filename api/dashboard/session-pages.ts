@@ -12,6 +12,7 @@ import { createPreviewLink } from "../sessions/preview-links.ts";
 import { Params } from "../sessions/routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
 import { SESSION_CHAT_SCRIPT_PATH, sessionPage } from "./pages/session.ts";
+import { browserProject } from "./project-access.ts";
 import { requireCsrf } from "./session-auth.ts";
 
 /** Read once: the bundle has it beside itself (dist/assets), the sources beside this module. */
@@ -28,18 +29,14 @@ const fromScript = (req: FastifyRequest) => req.headers["content-type"]?.startsW
 /**
  * The session page (`/dashboard/projects/{id}/sessions/{sid}`): status, branch, errors, stop and restart, a
  * preview link, and the chat with its agent over the same calls as `svc sessions chat`. Registered inside the
- * signed-in part of the dashboard; `projectFor` authorizes the project as the REST routes do.
+ * signed-in part of the dashboard.
  */
-export function sessionPages(
-  deps: SessionAccessDeps,
-  forward: Forwarder,
-  projectFor: (req: FastifyRequest) => Promise<Project>,
-) {
+export function sessionPages(deps: SessionAccessDeps, forward: Forwarder) {
   return async (app: FastifyInstance) => {
     const base = "/projects/:projectId/sessions/:sessionId";
     const pagePath = (project: Project, sessionId: string) => `/dashboard/projects/${project.id}/sessions/${sessionId}`;
     const target = async (req: FastifyRequest) => {
-      const project = await projectFor(req);
+      const project = await browserProject(deps, req);
       const { sessionId } = parseInput(Params, req.params, "params");
       return { project, sessionId };
     };

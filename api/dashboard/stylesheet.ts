@@ -12,6 +12,7 @@ header form { margin: 0; }
 main { max-width: 72rem; margin: 0 auto; padding: 1rem; }
 h1 { font-size: 1.4rem; margin: .25rem 0 1rem; overflow-wrap: anywhere; }
 h2 { font-size: 1.1rem; margin: 1.5rem 0 .5rem; }
+section > h2:first-child { margin-top: 0; }
 section { background: #fff; border: 1px solid #d0d7de; border-radius: 6px; padding: .75rem 1rem; margin-bottom: 1rem; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; }

@@ -1,8 +1,9 @@
 import { Command } from "commander";
 import { Project, ProjectList } from "../../protocol/project.ts";
-import { optionsOf, resolveContext, resolveProject } from "../context.ts";
-import { CliError, usageError } from "../errors.ts";
-import { findLink, removeLink, writeLink } from "../link-file.ts";
+import { findProject, optionsOf, resolveContext, resolveProject } from "../context.ts";
+import { openDashboard } from "../dashboard-link.ts";
+import { usageError } from "../errors.ts";
+import { removeLink, writeLink } from "../link-file.ts";
 import { info, printJson, printLine } from "../output.ts";
 import { printTable } from "../table.ts";
 
@@ -109,17 +110,18 @@ export function projectsCommand(): Command {
 
   projects
     .command("open")
-    .description("print (and open) the project's dashboard URL")
-    .argument("[id]")
-    .option("--json", "output JSON")
-    .action(async (id: string | undefined, _o, cmd: Command) => {
+    .description("sign a browser in to the dashboard: the project's page (default: the linked one, else all projects)")
+    .argument("[id-or-slug]")
+    .option("--json", "output JSON: {url}")
+    .action(async (ref: string | undefined, _o, cmd: Command) => {
       const opts = optionsOf<Opts>(cmd);
       const ctx = resolveContext(opts, process.env, { quiet: true });
-      const project = id ?? findLink()?.link.project_id ?? resolveProject(opts);
-      if (!project) throw new CliError("no project");
-      const url = `${dashboardUrl(ctx.hostUrl)}/projects/${project}`;
-      if (opts.json) return printJson({ url });
-      printLine(url);
+      const named = ref ?? findProject(opts);
+      // An unknown project fails here, before any link is made or browser opened.
+      const project = named
+        ? await ctx.client.request("GET", `/projects/${encodeURIComponent(named)}`, Project)
+        : undefined;
+      await openDashboard(ctx, project ? `/dashboard/projects/${project.id}` : "/dashboard", opts);
     });
 
   return projects;

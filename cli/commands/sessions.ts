@@ -3,6 +3,7 @@ import { DEFAULT_PREVIEW_PORT, MODEL_SETUP_COMMAND } from "../../protocol/env.ts
 import { ApiHealth } from "../../protocol/health.ts";
 import { PreviewLink } from "../../protocol/preview.ts";
 import { Session, SessionList } from "../../protocol/session.ts";
+import { openDashboard } from "../dashboard-link.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parsePort } from "../flag-parsers.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
@@ -10,7 +11,6 @@ import { projectCommand } from "../project-command.ts";
 import { sessionCommand } from "../session-command.ts";
 import { printTable } from "../table.ts";
 import { chatAction } from "./chat.ts";
-import { dashboardUrl } from "./projects.ts";
 import { addSandboxAccess } from "./sandbox-access.ts";
 import { waitUntilRunning } from "./session-wait.ts";
 
@@ -109,15 +109,15 @@ export function sessionsCommand(): Command {
 
   sessions
     .command("open")
-    .description("print the session's dashboard URL")
+    .description("sign a browser in to the dashboard on the session's page")
     .argument("<id>")
     .option("--project <id>", "project id or slug")
-    .option("--json", "output JSON")
+    .option("--json", "output JSON: {url}")
     .action(async (id: string, _o, cmd: Command) => {
-      const { opts, ctx, project } = await sessionCommand(cmd, id, { quiet: true });
-      const url = `${dashboardUrl(ctx.hostUrl)}/projects/${project}/sessions/${id}`;
-      if (opts.json) return printJson({ url });
-      printLine(url);
+      const { opts, ctx, path } = await sessionCommand(cmd, id, { quiet: true });
+      // An unknown session fails here, before any link is made or browser opened.
+      const session = await ctx.client.request("GET", path(), Session);
+      await openDashboard(ctx, `/dashboard/projects/${session.project_id}/sessions/${session.session_id}`, opts);
     });
 
   withProject(

@@ -2,7 +2,7 @@ import type { ChangeRequest, Diff, DiffFile, MergePreview } from "../../../proto
 import type { Project } from "../../../protocol/project.ts";
 import { type Html, html } from "../html.ts";
 import { csrfField, layout } from "../layout.ts";
-import type { Part } from "./project.ts";
+import type { Part } from "../part.ts";
 
 export type ChangeRequestView = {
   project: Project;

@@ -1,21 +1,28 @@
 import { html } from "../html.ts";
 import { csrfField, layout } from "../layout.ts";
 
-export type CliLoginView = { host: string; email: string; callback: string; state: string };
-
-/** "Authorize svc CLI on <host>": one button that mints a user token and hands it to the CLI's loopback callback. */
-export function cliLoginPage(view: CliLoginView, csrf: string): string {
+/** `svc login`'s page: a signed-in person hands the waiting CLI a token of their own, or does nothing. */
+export function cliLoginPage(options: {
+  host: string;
+  email: string;
+  callback: string;
+  state: string;
+  csrf: string;
+}): string {
+  const port = new URL(options.callback).port;
   return layout({
     title: "Authorize svc CLI",
-    csrf,
-    body: html`<h1>Authorize svc CLI on ${view.host}</h1>
-<p>The svc command-line client on this machine asks to act as <strong>${view.email}</strong>: it gets a token of
-its own, which <code>svc logout</code> forgets. Authorize only if you just ran <code>svc login</code>.</p>
-<form method="post" action="/dashboard/cli/login">${csrfField(csrf)}
-<input type="hidden" name="callback" value="${view.callback}">
-<input type="hidden" name="state" value="${view.state}">
-<button type="submit">Authorize</button>
+    csrf: options.csrf,
+    body: html`<h1>Authorize svc CLI on ${options.host}</h1>
+<section>
+<p>A <code>svc login</code> waiting on this machine (port ${port}) asks for a token that acts as
+<strong>${options.email}</strong> on every project of your accounts.</p>
+<p>Authorize only if you just ran <code>svc login</code> yourself.</p>
+<form method="post" action="/dashboard/cli/login">${csrfField(options.csrf)}
+<input type="hidden" name="callback" value="${options.callback}">
+<input type="hidden" name="state" value="${options.state}">
+<button type="submit" class="primary">Authorize</button>
 </form>
-<p><a href="/dashboard">Cancel</a></p>`,
+</section>`,
   });
 }

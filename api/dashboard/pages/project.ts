@@ -5,9 +5,7 @@ import type { Session } from "../../../protocol/session.ts";
 import type { TriggerList } from "../../../protocol/trigger.ts";
 import { type Html, html } from "../html.ts";
 import { layout } from "../layout.ts";
-
-/** A section's data, or why it could not be read (no sandbox driver, no secrets key, repository down). */
-export type Part<T> = { ok: true; value: T } | { ok: false; reason: string };
+import type { Part } from "../part.ts";
 
 export type ProjectView = {
   project: Project;
