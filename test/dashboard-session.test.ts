@@ -108,6 +108,20 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     await page.close();
   }, 180_000);
 
+  it("svc sessions open signs a browser in on the session page; an unknown session exits 1", async () => {
+    const open = await run(["sessions", "open", sessionId, "--json"], { SVC_CLI_TOKEN: sandboxed.user.token });
+    expect(open.code, open.stderr).toBe(0);
+    const { url } = JSON.parse(open.stdout);
+    const fresh = await browser.newContext();
+    const page = await fresh.newPage();
+    await page.goto(url);
+    expect(new URL(page.url()).pathname).toBe(pagePath());
+    await fresh.close();
+    const unknown = await run(["sessions", "open", "00000000-0000-4000-8000-000000000000"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stdout).toBe("");
+  });
+
   it("stops and restarts the session from the page", async () => {
     const page = await context.newPage();
     await page.goto(`${sandboxed.api.url}${pagePath()}`);
