@@ -4,7 +4,8 @@ import { layout } from "../layout.ts";
 const HOW_TO_SIGN_IN = html`<p>The dashboard signs a browser in with a one-time link from the command line. Run</p>
 <pre><code>svc projects open</code></pre>
 <p>(or <code>svc projects open &lt;id&gt;</code>, <code>svc sessions open &lt;id&gt;</code>) on a machine logged in
-to this server, and open the link it prints within two minutes.</p>`;
+to this server, and open the link it prints within two minutes. On the machine that runs <code>svc self-host</code>,
+<code>svc self-host start</code> has logged its CLI in as the admin.</p>`;
 
 /** Where a browser without a session lands: how to get a sign-in link. */
 export function signInPage(signedOut: boolean): string {
