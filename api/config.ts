@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { SANDBOX_API_ALIAS } from "../protocol/env.ts";
 import { StackEnv } from "../protocol/stack-settings.ts";
 
 export type ApiConfig = {
@@ -16,6 +17,7 @@ export type ApiConfig = {
     enabled: boolean;
     sessionCap: number;
     sandboxApiOrigin: string;
+    networking: { kind: "shared" } | { kind: "attached"; subnetPool: string };
     baseImage: string | undefined;
     limits: { memoryBytes: number; nanoCpus: number; pids: number };
     provisionTimeoutMs: number;
@@ -50,7 +52,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     orchestrator: {
       enabled: e.SVC_ORCHESTRATOR === "docker",
       sessionCap: e.SVC_SESSION_CAP,
-      sandboxApiOrigin: e.SVC_SANDBOX_API_ORIGIN ?? `http://host.docker.internal:${e.SVC_PORT}`,
+      // An API in a container is on every sandbox's network under its alias; one on the host is their gateway.
+      sandboxApiOrigin:
+        e.SVC_SANDBOX_API_ORIGIN ??
+        `http://${e.SVC_SANDBOX_NETWORKING === "attached" ? SANDBOX_API_ALIAS : "host.docker.internal"}:${e.SVC_PORT}`,
+      networking:
+        e.SVC_SANDBOX_NETWORKING === "attached"
+          ? { kind: "attached", subnetPool: e.SVC_SANDBOX_SUBNET_POOL }
+          : { kind: "shared" },
       baseImage: e.SVC_SANDBOX_BASE_IMAGE,
       limits: {
         memoryBytes: e.SVC_SANDBOX_MEMORY_MB * 1024 * 1024,

@@ -20,7 +20,13 @@ const o = config.orchestrator;
 // Sandbox networks the driver finds or makes; the API listens on them unless it listens everywhere (below).
 let onSandboxNetwork: (network: SandboxNetwork) => Promise<void> = async () => {};
 const backend = o.enabled
-  ? await connectSandboxBackend({ baseImage: o.baseImage, onNetwork: (network) => onSandboxNetwork(network) })
+  ? await connectSandboxBackend({
+      baseImage: o.baseImage,
+      networking:
+        o.networking.kind === "shared"
+          ? { kind: "shared", onNetwork: (network) => onSandboxNetwork(network) }
+          : o.networking,
+    })
   : undefined;
 const { app, services } = await buildApp({
   sql,
@@ -59,6 +65,10 @@ if (backend && config.host !== "0.0.0.0" && config.host !== "::") {
   const existing = await backend.driver.network(services.installationId);
   if (existing)
     void sandboxListener.bind(existing).catch((err) => log("cannot listen for sandboxes", { error: String(err) }));
+}
+if (backend && o.networking.kind === "attached") {
+  const joined = await backend.adopt(services.installationId);
+  if (joined > 0) app.log.info({ networks: joined }, "joined the running sandboxes' networks");
 }
 const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
 const stopBackground = services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs }) ?? (() => {});

@@ -42,6 +42,8 @@ export const CliEnv = {
 export const RESERVED_ENV_PREFIX = "SVC_";
 
 export const SANDBOX_SERVICE_PORT = 8000;
+/** The name sandboxes know an API that runs in a container by: it joins each sandbox's network under it. */
+export const SANDBOX_API_ALIAS = "svc-api";
 export const AGENT_RUNTIME_PORT = 4096;
 export const SANDBOX_WORKSPACE = "/workspace";
 export const AGENT_HOME = "/opt/svc/home";

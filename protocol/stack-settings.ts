@@ -109,6 +109,22 @@ export const STACK_SETTINGS = [
     "the API as sandboxes reach it (default http://host.docker.internal:<port>)",
   ),
   setting(
+    "SVC_SANDBOX_NETWORKING",
+    "choice",
+    z.enum(["shared", "attached"]).default("shared"),
+    "shared: an API on the host, sandboxes on one bridge; attached: an API in a container joins each sandbox's own network",
+    { managedBy: "svc self-host start --mode" },
+  ),
+  setting(
+    "SVC_SANDBOX_SUBNET_POOL",
+    "text",
+    z
+      .string()
+      .regex(/^\d+\.\d+\.\d+\.\d+\/([0-9]|1[0-9]|2[0-8])$/, "must be an IPv4 CIDR of /28 or wider, e.g. 10.213.0.0/16")
+      .default("10.213.0.0/16"),
+    "addresses sandbox networks are carved from, a /28 each (attached networking)",
+  ),
+  setting(
     "SVC_SANDBOX_BASE_IMAGE",
     "text",
     z.string().min(1).optional(),

@@ -6,7 +6,7 @@ const root = new URL("../", import.meta.url);
 rmSync(new URL("dist/", root), { recursive: true, force: true });
 await build({
   absWorkingDir: root.pathname,
-  entryPoints: { svc: "cli/main.ts", api: "api/main.ts" },
+  entryPoints: { svc: "cli/main.ts", api: "api/main.ts", edge: "api/edge/main.ts" },
   outdir: "dist",
   outExtension: { ".js": ".mjs" },
   bundle: true,

@@ -154,8 +154,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
       });
       await records.updateSandbox(sandboxId, { containerId });
       const info = await driver.start(containerId);
-      if (!info.hostPort) throw new Error("the sandbox's daemon port was not published");
-      const url = `http://127.0.0.1:${info.hostPort}`;
+      if (!info.endpoint) throw new Error("the sandbox's daemon has no address the API can reach");
+      const url = info.endpoint;
       await records.updateSandbox(sandboxId, { url });
       await waitLive(url, deadline, progress);
       await progressWritten;

@@ -1,17 +1,28 @@
+import { hostname } from "node:os";
 import Docker from "dockerode";
-import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
+import { SANDBOX_API_ALIAS, SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import { LOCAL_BASE_IMAGE, PUBLIC_BASE_IMAGE } from "../../protocol/stack-settings.ts";
+import { attachedNetworking } from "./attached-network.ts";
 import { createDockerDriver } from "./docker-driver.ts";
 import type { SandboxDriver, SandboxNetwork } from "./driver.ts";
+import { sharedNetworking } from "./shared-network.ts";
+
+export type NetworkingChoice =
+  | { kind: "shared"; onNetwork?: (network: SandboxNetwork) => Promise<void> }
+  | { kind: "attached"; subnetPool: string };
 
 /**
  * The sandbox backend this process runs on: Docker, when an engine answers, else undefined (the API then serves
  * everything but sessions). Another backend (Kubernetes) plugs in here without touching the API.
- * The base image defaults to the locally built one when present (no registry here), else the public image.
+ * The base image defaults to the locally built one when present (no registry here), else the public one.
+ * `adopt` (attached networking) joins this API container to the sandbox networks that exist already.
  */
-export async function connectSandboxBackend(
-  options: { baseImage?: string; onNetwork?: (network: SandboxNetwork) => Promise<void> } = {},
-): Promise<{ driver: SandboxDriver; baseImage: string } | undefined> {
+export async function connectSandboxBackend(options: {
+  baseImage?: string;
+  networking: NetworkingChoice;
+}): Promise<
+  { driver: SandboxDriver; baseImage: string; adopt: (installationId: string) => Promise<number> } | undefined
+> {
   const docker = new Docker();
   try {
     await docker.ping();
@@ -23,8 +34,22 @@ export async function connectSandboxBackend(
     .inspect()
     .then(() => true)
     .catch(() => false);
+  const choice = options.networking;
+  // In a container the hostname is the container's id unless someone set another.
+  const attached =
+    choice.kind === "attached"
+      ? attachedNetworking({ docker, self: hostname(), subnetPool: choice.subnetPool, apiAlias: SANDBOX_API_ALIAS })
+      : undefined;
+  const networking =
+    attached ??
+    sharedNetworking({
+      docker,
+      servicePort: SANDBOX_SERVICE_PORT,
+      onNetwork: choice.kind === "shared" ? choice.onNetwork : undefined,
+    });
   return {
-    driver: createDockerDriver({ docker, servicePort: SANDBOX_SERVICE_PORT, onNetwork: options.onNetwork }),
+    driver: createDockerDriver({ docker, servicePort: SANDBOX_SERVICE_PORT, networking }),
     baseImage: options.baseImage ?? (hasLocalBase ? LOCAL_BASE_IMAGE : PUBLIC_BASE_IMAGE),
+    adopt: async (installationId) => (attached ? attached.adopt(installationId) : 0),
   };
 }

@@ -4,67 +4,32 @@ import { plainText } from "../../protocol/terminal-text.ts";
 import { OrchestratorError } from "../errors.ts";
 import { buildFailure, STEP } from "./build-failure.ts";
 import { demux, linesOf } from "./docker-streams.ts";
-import type {
-  ExecSpec,
-  ImageBuild,
-  SandboxDriver,
-  SandboxExec,
-  SandboxInfo,
-  SandboxNetwork,
-  SandboxOwner,
-  SandboxSpec,
-} from "./driver.ts";
-
-/** Docker labels that record a sandbox's owner; `docker ps --filter label=dev.svc.session=<id>` finds one. */
-const LABELS: Record<keyof SandboxOwner, string> = {
-  installationId: "dev.svc.installation",
-  sandboxId: "dev.svc.sandbox",
-  sessionId: "dev.svc.session",
-  projectId: "dev.svc.project",
-};
-
-const toLabels = (owner: SandboxOwner) =>
-  Object.fromEntries(Object.entries(LABELS).map(([field, label]) => [label, owner[field as keyof SandboxOwner]]));
-
-function toOwner(labels: Record<string, string> | undefined): Partial<SandboxOwner> {
-  const owner: Partial<SandboxOwner> = {};
-  for (const [field, label] of Object.entries(LABELS)) {
-    const value = labels?.[label];
-    if (value) owner[field as keyof SandboxOwner] = value;
-  }
-  return owner;
-}
+import type { ExecSpec, ImageBuild, SandboxDriver, SandboxExec, SandboxInfo, SandboxSpec } from "./driver.ts";
+import { type ContainerAddresses, type SandboxNetworking, type SandboxPlacement, statusOf } from "./networking.ts";
+import { OWNER_LABELS, toLabels, toOwner } from "./owner-labels.ts";
+import { sharedNetworking } from "./shared-network.ts";
 
 // Enough for git, package managers and dev servers; nothing that reaches the host (no NET_ADMIN, SYS_ADMIN...).
 const CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"];
 
-/** Marks the networks this driver creates (with the installation's label beside it). */
-export const NETWORK_LABEL = "dev.svc.network";
+function addressesOfInspect(raw: Docker.ContainerInspectInfo): ContainerAddresses {
+  const published = new Map<number, number>();
+  for (const [key, bindings] of Object.entries(raw.NetworkSettings?.Ports ?? {})) {
+    const host = bindings?.[0]?.HostPort;
+    if (host) published.set(Number.parseInt(key, 10), Number(host));
+  }
+  const networks = Object.fromEntries(
+    Object.entries(raw.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, n.IPAddress]),
+  );
+  return { published, networks };
+}
 
-/**
- * The bridge every sandbox of an installation joins. No inter-container traffic: the engine drops packets between
- * two containers of this bridge (iptables), so a sandbox reaches the host (host.docker.internal, the gateway) and
- * the internet, never another sandbox's ports. Ports published without an address bind the host's loopback.
- * One network per installation rather than per sandbox: the engine's default address pools hold only ~30 bridges.
- */
-const NETWORK_OPTIONS = {
-  "com.docker.network.bridge.enable_icc": "false",
-  "com.docker.network.bridge.host_binding_ipv4": "127.0.0.1",
-};
-
-export const sandboxNetworkName = (installation: string) => `svc-sandboxes-${installation}`;
-
-const statusOf = (err: unknown) => (err as { statusCode?: number }).statusCode;
-
-function toInfo(raw: Docker.ContainerInspectInfo, servicePort: number): SandboxInfo {
-  const binding = raw.NetworkSettings?.Ports?.[`${servicePort}/tcp`]?.[0];
-  return {
-    id: raw.Id,
-    name: raw.Name.replace(/^\//, ""),
-    running: raw.State.Running,
-    owner: toOwner(raw.Config.Labels),
-    hostPort: binding ? Number(binding.HostPort) : null,
-  };
+function addressesOfListing(c: Docker.ContainerInfo): ContainerAddresses {
+  const published = new Map(c.Ports.filter((p) => p.PublicPort).map((p) => [p.PrivatePort, p.PublicPort]));
+  const networks = Object.fromEntries(
+    Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, n.IPAddress]),
+  );
+  return { published, networks };
 }
 
 /** The engine's failures leave the driver as the orchestrator's own error: nothing above it knows Docker. */
@@ -89,81 +54,31 @@ function withOrchestratorErrors(driver: SandboxDriver): SandboxDriver {
 export function createDockerDriver(options: {
   docker?: Docker;
   servicePort: number;
-  /** Awaited each time a network is found or made, before a sandbox joins it: the API listens on its host
-   * address (which may change when the network is made again after a prune). */
-  onNetwork?: (network: SandboxNetwork) => Promise<void>;
+  /** How sandboxes meet the API: one shared bridge with loopback ports by default (an API on the host). */
+  networking?: SandboxNetworking;
 }): SandboxDriver {
   const docker = options.docker ?? new Docker();
   const port = `${options.servicePort}/tcp`;
+  const networking = options.networking ?? sharedNetworking({ docker, servicePort: options.servicePort });
 
-  // One lookup or creation per network and process; a failure is forgotten so the next sandbox tries again.
-  const networks = new Map<string, Promise<SandboxNetwork & { id: string }>>();
-
-  /** The network of that name (by id): the oldest when a race left several, so every process picks the same. */
-  async function findNetwork(name: string): Promise<string | undefined> {
-    // The engine's name filter matches substrings.
-    const found = (await docker.listNetworks({ filters: { name: [name] } })).filter((n) => n.Name === name);
-    found.sort((a, b) => Date.parse(a.Created) - Date.parse(b.Created) || a.Id.localeCompare(b.Id));
-    return found[0]?.Id;
-  }
-
-  async function createNetwork(name: string, installation: string): Promise<string> {
-    const existing = await findNetwork(name);
-    if (existing) return existing;
-    let created: string | undefined;
-    try {
-      const network = await docker.createNetwork({
-        Name: name,
-        Driver: "bridge",
-        CheckDuplicate: true,
-        Options: NETWORK_OPTIONS,
-        Labels: { [NETWORK_LABEL]: "sandboxes", [LABELS.installationId]: installation },
-      });
-      created = network.id;
-    } catch (err) {
-      // 409: another process created it meanwhile.
-      if (statusOf(err) !== 409) throw err;
-    }
-    // The engine's duplicate check is not atomic: two creates can both succeed. Everyone keeps the oldest, and
-    // the loser removes its own (still empty) copy.
-    const chosen = await findNetwork(name);
-    if (!chosen) throw new Error(`the sandbox network ${name} vanished as it was created`);
-    if (created && created !== chosen) {
-      await docker
-        .getNetwork(created)
-        .remove()
-        .catch(() => {});
-    }
-    return chosen;
-  }
-
-  /** The network's id and the host's address on it (its gateway), which sandboxes know as host.docker.internal. */
-  async function describeNetwork(id: string): Promise<SandboxNetwork & { id: string }> {
-    const configs: { Gateway?: string; Subnet?: string }[] = (await docker.getNetwork(id).inspect()).IPAM?.Config ?? [];
-    const ipv4 = configs.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
-    if (!ipv4?.Gateway || !ipv4.Subnet) throw new Error(`the sandbox network ${id} has no IPv4 gateway`);
-    return { id, hostAddress: ipv4.Gateway, subnet: ipv4.Subnet };
-  }
-
-  function ensureNetwork(installation: string): Promise<SandboxNetwork & { id: string }> {
-    const name = sandboxNetworkName(installation);
-    let pending = networks.get(name);
-    if (!pending) {
-      pending = createNetwork(name, installation)
-        .then(describeNetwork)
-        .then(async (network) => {
-          await options.onNetwork?.(network);
-          return network;
-        });
-      networks.set(name, pending);
-      pending.catch(() => networks.delete(name));
-    }
-    return pending;
-  }
+  const toInfo = (
+    id: string,
+    name: string,
+    running: boolean,
+    labels: Record<string, string> | undefined,
+    addresses: ContainerAddresses,
+  ): SandboxInfo => ({
+    id,
+    name: name.replace(/^\//, ""),
+    running,
+    owner: toOwner(labels),
+    endpoint: running ? networking.endpoint(addresses, options.servicePort) : null,
+  });
 
   async function inspect(id: string): Promise<SandboxInfo | undefined> {
     try {
-      return toInfo(await docker.getContainer(id).inspect(), options.servicePort);
+      const raw = await docker.getContainer(id).inspect();
+      return toInfo(raw.Id, raw.Name, raw.State.Running, raw.Config.Labels, addressesOfInspect(raw));
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw err;
@@ -172,8 +87,7 @@ export function createDockerDriver(options: {
 
   return withOrchestratorErrors({
     async create(spec: SandboxSpec) {
-      const installation = spec.owner.installationId;
-      const createOn = (network: SandboxNetwork & { id: string }) =>
+      const createOn = (placement: SandboxPlacement) =>
         docker.createContainer({
           name: spec.name,
           Image: spec.image,
@@ -181,11 +95,9 @@ export function createDockerDriver(options: {
           Labels: toLabels(spec.owner),
           ExposedPorts: { [port]: {} },
           HostConfig: {
-            NetworkMode: network.id,
-            PortBindings: { [port]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
-            // The host as this network sees it, not the default bridge's gateway: the API listens there even when
-            // it listens on loopback only otherwise.
-            ExtraHosts: [`host.docker.internal:${network.hostAddress}`],
+            NetworkMode: placement.networkId,
+            PortBindings: placement.portBindings,
+            ExtraHosts: [`host.docker.internal:${placement.hostAddress}`],
             Memory: spec.limits.memoryBytes,
             NanoCpus: spec.limits.nanoCpus,
             PidsLimit: spec.limits.pids,
@@ -197,12 +109,15 @@ export function createDockerDriver(options: {
           },
         });
       try {
-        return (await createOn(await ensureNetwork(installation))).id;
+        return (await createOn(await networking.place(spec.owner))).id;
       } catch (err) {
         // The network was removed behind this process's back (`docker network prune`): make it again, once.
-        if (statusOf(err) !== 404 || !/network/i.test((err as Error).message)) throw err;
-        networks.delete(sandboxNetworkName(installation));
-        return (await createOn(await ensureNetwork(installation))).id;
+        if (statusOf(err) !== 404 || !/network/i.test((err as Error).message)) {
+          await networking.release(spec.owner.sandboxId).catch(() => {});
+          throw err;
+        }
+        networking.forget(spec.owner);
+        return (await createOn(await networking.place(spec.owner))).id;
       }
     },
 
@@ -223,6 +138,7 @@ export function createDockerDriver(options: {
     },
 
     async remove(id: string) {
+      const sandboxId = (await inspect(id))?.owner.sandboxId;
       try {
         await docker.getContainer(id).remove({ force: true, v: true });
       } catch (err) {
@@ -230,29 +146,19 @@ export function createDockerDriver(options: {
         const code = statusOf(err);
         if (code !== 404 && code !== 409) throw err;
       }
+      await networking.release(sandboxId);
     },
 
     inspect,
 
-    async network(installationId: string) {
-      const id = await findNetwork(sandboxNetworkName(installationId));
-      if (!id) return undefined;
-      const { hostAddress, subnet } = await describeNetwork(id);
-      return { hostAddress, subnet };
-    },
+    network: (installationId: string) => networking.sharedNetwork(installationId),
 
     async listOwned(installationId: string) {
       const list = await docker.listContainers({
         all: true,
-        filters: { label: [`${LABELS.installationId}=${installationId}`] },
+        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`] },
       });
-      return list.map((c) => ({
-        id: c.Id,
-        name: (c.Names[0] ?? "").replace(/^\//, ""),
-        running: c.State === "running",
-        owner: toOwner(c.Labels),
-        hostPort: c.Ports.find((p) => p.PrivatePort === options.servicePort)?.PublicPort ?? null,
-      }));
+      return list.map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
     },
 
     async imageExists(tag: string) {

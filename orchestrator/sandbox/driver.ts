@@ -5,8 +5,7 @@
  *
  * Isolation is the driver's business and every driver provides it: a sandbox reaches the host (the API and the
  * model gateway, by the host alias) and the outside world, never another sandbox's ports; its service port is
- * reachable from the host only. Docker: one bridge network per installation without inter-container traffic;
- * Kubernetes: a NetworkPolicy.
+ * reachable from the API only. Docker: see networking.ts; Kubernetes: a NetworkPolicy.
  */
 
 /** Whose a sandbox is: the backend records it on the sandbox (Docker labels) and reports it back in listings. */
@@ -24,7 +23,7 @@ export type SandboxSpec = {
   image: string;
   env: Record<string, string>;
   owner: SandboxOwner;
-  /** The daemon's port inside the sandbox; published on the host's loopback only. */
+  /** The daemon's port inside the sandbox; reachable by the API only. */
   servicePort: number;
   limits: { memoryBytes: number; nanoCpus: number; pids: number };
 };
@@ -35,8 +34,8 @@ export type SandboxInfo = {
   running: boolean;
   /** Empty fields when the backend holds a sandbox it did not record an owner for. */
   owner: Partial<SandboxOwner>;
-  /** Host port the daemon is published on (loopback), once running. */
-  hostPort: number | null;
+  /** The daemon's URL as the API reaches it, once running. */
+  endpoint: string | null;
 };
 
 export type ImageBuild = {

@@ -8,6 +8,10 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt_install docker.io
 fi
 apt_install debootstrap
+# Compose mode (svc self-host start --mode compose): the v2 plugin when present, else Debian's docker-compose.
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+  apt_install docker-compose
+fi
 
 if ! docker info >/dev/null 2>&1; then
   mkdir -p /var/log

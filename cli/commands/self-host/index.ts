@@ -6,12 +6,25 @@ import { doctor } from "./doctor.ts";
 import { envList, envSet } from "./env.ts";
 import { selfHostLogs } from "./logs.ts";
 import { type StartOptions, type StartResult, startSelfHost } from "./start.ts";
+import { StackMode } from "./state.ts";
 import { printStatus } from "./status.ts";
 import { stopSelfHost } from "./stop.ts";
 
 function parseListen(value: string): string {
   if (isIP(value) === 0) throw new InvalidArgumentError("must be an IP address, e.g. 127.0.0.1 or 0.0.0.0");
   return value;
+}
+
+function parseMode(value: string): StackMode {
+  const parsed = StackMode.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError("must be embedded or compose");
+  return parsed.data;
+}
+
+function parseReplicas(value: string): number {
+  const n = parsePositiveInt(value);
+  if (n > 8) throw new InvalidArgumentError("must be between 1 and 8");
+  return n;
 }
 
 const printStart = (result: StartResult, json?: boolean) => (json ? printJson(result) : printLine(result.url));
@@ -23,6 +36,16 @@ function startOptions(cmd: Command): Command {
       "--listen <address>",
       "address the API listens on (default 127.0.0.1; 0.0.0.0 lets other machines in; remembered)",
       parseListen,
+    )
+    .option(
+      "--mode <mode>",
+      "embedded (one API process on PGlite) or compose (containers with PostgreSQL); remembered",
+      parseMode,
+    )
+    .option(
+      "--api-replicas <n>",
+      "API containers behind the port in compose mode (default 1; remembered)",
+      parseReplicas,
     )
     .option("--json", "output JSON");
 }
@@ -37,10 +60,11 @@ export function selfHostCommand(): Command {
   ).action(async (opts: StartOptions & { json?: boolean }) => printStart(await startSelfHost(opts), opts.json));
   selfHost
     .command("stop")
-    .description("stop the local stack")
+    .description("stop the local stack; running sessions keep their sandboxes (adopted at the next start)")
+    .option("--sandboxes", "stop every running session's sandbox too (branches and records stay)")
     .option("--json", "output JSON")
-    .action(async (opts: { json?: boolean }) => {
-      const result = await stopSelfHost();
+    .action(async (opts: { sandboxes?: boolean; json?: boolean }) => {
+      const result = await stopSelfHost({ sandboxes: opts.sandboxes });
       if (opts.json) printJson(result);
     });
   startOptions(selfHost.command("restart").description("stop and start the stack, applying 'env set' values")).action(
@@ -64,7 +88,7 @@ export function selfHostCommand(): Command {
   selfHost
     .command("logs")
     .description("print the stack's logs (readable lines; JSON lines with --json)")
-    .argument("[service]", "service to show (api)")
+    .argument("[service]", "service to show: api (default); compose mode also postgres and edge")
     .option("-f, --follow", "keep printing new lines")
     .option("-n, --lines <n>", "lines to show", parsePositiveInt, 200)
     .option("--json", "print the log's JSON lines as they are")

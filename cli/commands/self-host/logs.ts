@@ -2,12 +2,14 @@ import { watch } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { CliError } from "../../errors.ts";
 import { useColor } from "../../table.ts";
+import { COMPOSE_SERVICES, compose, serviceContainers } from "./compose.ts";
+import { composeRun } from "./compose-mode.ts";
 import { jsonLogLine, readableLogLine } from "./log-format.ts";
 import { tailFile } from "./process.ts";
-import { selfHostPaths } from "./state.ts";
+import { ensureState, selfHostPaths } from "./state.ts";
 
-/** The embedded stack runs one service; the compose stack will add more. */
-const SERVICES = ["api"] as const;
+/** The embedded stack runs one service, the API process. */
+const EMBEDDED_SERVICES = ["api"] as const;
 
 export type LogsOptions = { follow?: boolean; lines: number; json?: boolean };
 
@@ -31,20 +33,43 @@ async function follow(path: string, from: number, print: (line: string) => void)
   return new Promise<never>(() => {});
 }
 
+/** compose logs, each line without compose's `name  | ` prefix (a replica's name stays when there are several). */
+async function composeLogs(service: string, options: LogsOptions, print: (line: string) => void): Promise<void> {
+  const paths = selfHostPaths();
+  const run = composeRun(paths, ensureState(paths));
+  const containers = (await serviceContainers(run.project)).filter((c) => c.service === service);
+  if (containers.length === 0)
+    throw new CliError(`the compose stack has no ${service} container yet; run 'svc self-host start'`);
+  const args = ["logs", "--no-color", `--tail=${options.lines}`, ...(options.follow ? ["-f"] : []), service];
+  const code = await compose(run, args, (line) => {
+    const prefix = /^(\S+)\s*\| ?/.exec(line);
+    if (!prefix) return;
+    const text = line.slice(prefix[0].length);
+    print(containers.length > 1 && !options.json ? `${prefix[1]}: ${text}` : text);
+  });
+  if (code.code !== 0) throw new CliError(`compose logs failed (exit ${code.code})`);
+}
+
 export async function selfHostLogs(service: string | undefined, options: LogsOptions): Promise<void> {
   const name = service ?? "api";
-  if (!(SERVICES as readonly string[]).includes(name)) {
-    throw new CliError(`unknown service '${name}'; services: ${SERVICES.join(", ")}`);
-  }
   const paths = selfHostPaths();
+  const color = !options.json && useColor(undefined);
+  const print = (line: string) =>
+    process.stdout.write(`${options.json ? jsonLogLine(line) : readableLogLine(line, color)}\n`);
+  if (ensureState(paths).mode === "compose") {
+    if (!(COMPOSE_SERVICES as readonly string[]).includes(name)) {
+      throw new CliError(`unknown service '${name}'; services: ${COMPOSE_SERVICES.join(", ")}`);
+    }
+    return composeLogs(name, options, print);
+  }
+  if (!(EMBEDDED_SERVICES as readonly string[]).includes(name)) {
+    throw new CliError(`unknown service '${name}'; the embedded stack runs: ${EMBEDDED_SERVICES.join(", ")}`);
+  }
   const size = await stat(paths.apiLog).then(
     (s) => s.size,
     () => undefined,
   );
   if (size === undefined) throw new CliError(`no logs yet at ${paths.apiLog}; run 'svc self-host start' first`);
-  const color = !options.json && useColor(undefined);
-  const print = (line: string) =>
-    process.stdout.write(`${options.json ? jsonLogLine(line) : readableLogLine(line, color)}\n`);
   const text = tailFile(paths.apiLog, options.lines);
   if (text) for (const line of text.split("\n")) print(line);
   if (options.follow) await follow(paths.apiLog, size, print);

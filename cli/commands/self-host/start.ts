@@ -4,14 +4,25 @@ import { hashSecret } from "../../../protocol/credential.ts";
 import { updateConfig } from "../../config-file.ts";
 import { CliError } from "../../errors.ts";
 import { info } from "../../output.ts";
+import { createSpinner } from "../../spinner.ts";
+import { startCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
 import { clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
-import { ensureState, localOrigin, type SelfHostPaths, selfHostPaths, writeState } from "./state.ts";
+import { runningMode } from "./running-mode.ts";
+import { ensureState, localOrigin, type SelfHostPaths, type StackMode, selfHostPaths, writeState } from "./state.ts";
 
 const START_TIMEOUT_MS = 90_000;
 
-export type StartOptions = { port?: number; listen?: string };
-export type StartResult = { url: string; pid: number; port: number; listen: string; already_running: boolean };
+export type StartOptions = { port?: number; listen?: string; mode?: StackMode; apiReplicas?: number };
+export type StartResult = {
+  url: string;
+  mode: StackMode;
+  /** The API process in embedded mode; compose mode has containers instead. */
+  pid: number | null;
+  port: number;
+  listen: string;
+  already_running: boolean;
+};
 
 /** Variables of the caller's shell that must not leak into the stack: its config comes from selfhost.json. */
 function inheritedEnv(): Record<string, string> {
@@ -52,52 +63,79 @@ export async function startSelfHost(options: StartOptions): Promise<StartResult>
   mkdirSync(paths.home, { recursive: true, mode: 0o700 });
   chmodSync(paths.home, 0o700);
   const state = ensureState(paths);
-  const running = readPid(paths);
-  if (running && isAlive(running)) {
+  const current = await runningMode(paths);
+  if (current) {
     const origin = localOrigin(state);
-    if (options.port && options.port !== state.port) {
-      throw new CliError(`svc self-host is already running on port ${state.port}; stop it before changing the port`);
+    const change = (flag: string, now: string) =>
+      new CliError(`svc self-host is already running with ${flag} ${now}; run 'svc self-host stop' first`);
+    if (options.mode && options.mode !== current) throw change("--mode", current);
+    if (options.port && options.port !== state.port) throw change("--port", String(state.port));
+    if (options.listen && options.listen !== state.listen) throw change("--listen", state.listen);
+    if (options.apiReplicas && options.apiReplicas !== state.api_replicas) {
+      throw change("--api-replicas", String(state.api_replicas));
     }
-    if (options.listen && options.listen !== state.listen) {
-      throw new CliError(
-        `svc self-host is already running on ${state.listen}; run 'svc self-host restart --listen ${options.listen}'`,
-      );
-    }
+    const pid = current === "embedded" ? (readPid(paths) ?? null) : null;
     if (await probeHealth(origin)) {
       await registerHost(origin, state.admin_token);
-      info(`svc self-host is already running at ${origin} (pid ${running}); nothing to do`);
-      return { url: origin, pid: running, port: state.port, listen: state.listen, already_running: true };
+      info(`svc self-host is already running at ${origin} (${current} mode); nothing to do`);
+      return { url: origin, mode: current, pid, port: state.port, listen: state.listen, already_running: true };
     }
-    throw new CliError(
-      `an API process (pid ${running}) is running but not answering at ${origin}; run 'svc self-host stop'`,
+    throw new CliError(`the ${current} stack is running but not answering at ${origin}; run 'svc self-host stop'`);
+  }
+  clearPid(paths);
+
+  const next = {
+    port: options.port ?? state.port,
+    listen: options.listen ?? state.listen,
+    mode: options.mode ?? state.mode,
+    api_replicas: options.apiReplicas ?? state.api_replicas,
+  };
+  if (next.api_replicas > 1 && next.mode === "embedded") {
+    throw new CliError("--api-replicas needs compose mode: add --mode compose");
+  }
+  if (next.mode !== state.mode) {
+    info(
+      next.mode === "compose"
+        ? "compose mode keeps its data in Docker volumes, apart from the embedded mode's data dir"
+        : `embedded mode keeps its data in ${paths.home}/data, apart from the compose mode's volumes`,
     );
   }
-  if (running) clearPid(paths);
-
-  if ((options.port && options.port !== state.port) || (options.listen && options.listen !== state.listen)) {
-    state.port = options.port ?? state.port;
-    state.listen = options.listen ?? state.listen;
+  if (Object.entries(next).some(([k, v]) => state[k as keyof typeof next] !== v)) {
+    Object.assign(state, next);
     writeState(paths, state);
   }
   const origin = localOrigin(state);
   if (await probeHealth(origin, 500)) {
     throw new CliError(`port ${state.port} is already served by another svc API; pick another with --port`);
   }
-  info(`starting svc self-host on ${state.listen}:${state.port} (data in ${paths.home})…`);
-  const pid = spawnApi(paths, {
-    ...inheritedEnv(),
-    ...state.env,
-    SVC_HOME: paths.home,
-    SVC_PORT: String(state.port),
-    SVC_LISTEN_HOST: state.listen,
-    SVC_BOOTSTRAP_TOKEN_HASH: hashSecret(state.admin_token),
-    SVC_SECRETS_KEY: state.secrets_key,
-  });
-  await waitHealthy(paths, origin, pid);
+  let pid: number | null = null;
+  if (state.mode === "compose") {
+    info(`starting svc self-host in compose mode on ${state.listen}:${state.port}…`);
+    const spinner = createSpinner();
+    try {
+      await startCompose(paths, state, (text) => (process.stderr.isTTY ? spinner.update(text) : info(`  ${text}`)));
+    } finally {
+      spinner.stop();
+    }
+  } else {
+    info(`starting svc self-host on ${state.listen}:${state.port} (data in ${paths.home})…`);
+    pid = spawnApi(paths, {
+      ...inheritedEnv(),
+      ...state.env,
+      SVC_HOME: paths.home,
+      SVC_PORT: String(state.port),
+      SVC_LISTEN_HOST: state.listen,
+      SVC_BOOTSTRAP_TOKEN_HASH: hashSecret(state.admin_token),
+      SVC_SECRETS_KEY: state.secrets_key,
+    });
+    await waitHealthy(paths, origin, pid);
+  }
   await registerHost(origin, state.admin_token);
-  info(`✓ svc self-host running at ${origin} (pid ${pid}); host 'selfhost' is active and logged in`);
+  info(
+    `✓ svc self-host running at ${origin} (${pid ? `pid ${pid}` : "compose mode"}); host 'selfhost' is active and logged in`,
+  );
   if (state.listen === "0.0.0.0" || state.listen === "::") {
     info(`  it listens on every address: other machines reach it on port ${state.port}`);
   }
-  return { url: origin, pid, port: state.port, listen: state.listen, already_running: false };
+  return { url: origin, mode: state.mode, pid, port: state.port, listen: state.listen, already_running: false };
 }

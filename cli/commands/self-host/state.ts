@@ -10,6 +10,10 @@ export const DEFAULT_PORT = 7700;
 /** Loopback only: sandboxes reach the API on their network's gateway, other machines not at all. */
 export const DEFAULT_LISTEN = "127.0.0.1";
 
+/** embedded: one API process on PGlite; compose: API, PostgreSQL and edge containers (compose/compose.yaml). */
+export const StackMode = z.enum(["embedded", "compose"]);
+export type StackMode = z.infer<typeof StackMode>;
+
 /** `$SVC_HOME/selfhost.json`: the stack's own settings. Secrets here never go into the database. */
 const SelfHostState = z.object({
   port: z.number().int().min(1).max(65535).default(DEFAULT_PORT),
@@ -18,6 +22,12 @@ const SelfHostState = z.object({
   admin_token: z.string().startsWith(TOKEN_PREFIX),
   /** Key for secrets at rest (AES-256-GCM), base64. */
   secrets_key: z.string().min(40),
+  /** How the stack runs, set with `start --mode` and remembered. */
+  mode: StackMode.default("embedded"),
+  /** API containers in compose mode (`start --api-replicas`), behind the one published port. */
+  api_replicas: z.number().int().min(1).max(8).default(1),
+  /** The compose stack's PostgreSQL password, made on its first start. */
+  postgres_password: z.string().min(16).optional(),
   /** Values set with `svc self-host env set`, passed to the stack at start. */
   env: z.record(z.string(), z.string()).default({}),
 });
@@ -64,6 +74,8 @@ export function ensureState(paths: SelfHostPaths): SelfHostState {
   const state: SelfHostState = {
     port: DEFAULT_PORT,
     listen: DEFAULT_LISTEN,
+    mode: "embedded",
+    api_replicas: 1,
     admin_token: TOKEN_PREFIX + randomBytes(32).toString("base64url"),
     secrets_key: randomBytes(32).toString("base64"),
     env: {},

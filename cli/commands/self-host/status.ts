@@ -5,12 +5,14 @@ import { SessionList } from "../../../protocol/session.ts";
 import { VERSION } from "../../../protocol/version.ts";
 import { createApiClient } from "../../api-client.ts";
 import { printJson, printLine } from "../../output.ts";
-import { isAlive, readPid } from "./process.ts";
-import { configuredModel, ensureState, localOrigin, selfHostPaths } from "./state.ts";
+import { composeProject, type ServiceContainer, serviceContainers } from "./compose.ts";
+import { readPid } from "./process.ts";
+import { runningMode } from "./running-mode.ts";
+import { configuredModel, ensureState, localOrigin, type StackMode, selfHostPaths } from "./state.ts";
 
 export type StackStatus = {
   status: "running" | "stopped" | "not answering";
-  mode: "embedded";
+  mode: StackMode;
   url: string;
   listen: string;
   version: string;
@@ -21,6 +23,8 @@ export type StackStatus = {
   model_configured: boolean;
   model: string | null;
   sessions_running: number | null;
+  /** compose mode: each container with its state and health. */
+  services: ServiceContainer[] | null;
 };
 
 async function health(origin: string): Promise<ApiHealth | undefined> {
@@ -47,24 +51,31 @@ export async function stackStatus(): Promise<StackStatus> {
   const paths = selfHostPaths();
   const state = ensureState(paths);
   const origin = localOrigin(state);
-  const pid = readPid(paths);
-  const alive = pid !== undefined && isAlive(pid);
-  const answer = alive ? await health(origin) : undefined;
+  const running = await runningMode(paths);
+  const pid = running === "embedded" ? readPid(paths) : undefined;
+  const answer = running ? await health(origin) : undefined;
   const model = configuredModel(state);
+  const compose = state.mode === "compose" || running === "compose";
   return {
-    status: !alive ? "stopped" : answer ? "running" : "not answering",
-    mode: "embedded",
+    status: !running ? "stopped" : answer ? "running" : "not answering",
+    mode: running ?? state.mode,
     url: origin,
     listen: state.listen,
     version: VERSION,
     api_version: answer?.version ?? null,
-    database: answer?.database ?? (state.env.DATABASE_URL ? "postgres" : "pglite"),
-    data_dir: paths.home,
-    pid: alive ? pid : null,
+    database: answer?.database ?? (compose || state.env.DATABASE_URL ? "postgres" : "pglite"),
+    data_dir: compose ? `docker volumes ${composeProject(paths)}_pgdata, ${composeProject(paths)}_data` : paths.home,
+    pid: pid ?? null,
     model_configured: model !== undefined,
     model: model ? `${model.model} at ${model.baseUrl}` : null,
     sessions_running: answer ? await runningSessions(origin, state.admin_token) : null,
+    services: compose ? await serviceContainers(composeProject(paths)).catch(() => []) : null,
   };
+}
+
+function modeDetail(s: StackStatus): string {
+  if (s.mode === "compose") return "containers: PostgreSQL, API and edge";
+  return s.database === "postgres" ? "PostgreSQL from DATABASE_URL" : "PGlite in the data dir";
 }
 
 export async function printStatus(options: { json?: boolean }): Promise<void> {
@@ -74,8 +85,15 @@ export async function printStatus(options: { json?: boolean }): Promise<void> {
     return;
   }
   const rows: [string, string][] = [
-    ["status", s.pid ? `${s.status} (pid ${s.pid})` : `${s.status}; start it with 'svc self-host start'`],
-    ["mode", `${s.mode} (${s.database === "postgres" ? "PostgreSQL from DATABASE_URL" : "PGlite in the data dir"})`],
+    [
+      "status",
+      s.status === "stopped"
+        ? `stopped; start it with 'svc self-host start'`
+        : s.pid
+          ? `${s.status} (pid ${s.pid})`
+          : s.status,
+    ],
+    ["mode", `${s.mode} (${modeDetail(s)})`],
     ["url", s.url],
     ["listen", s.listen],
     ["version", s.api_version && s.api_version !== s.version ? `${s.version} (API ${s.api_version})` : s.version],
@@ -83,5 +101,8 @@ export async function printStatus(options: { json?: boolean }): Promise<void> {
     ["model", s.model_configured ? `yes: ${s.model}` : `no: ${MODEL_SETUP_COMMAND}`],
     ["sessions", s.sessions_running === null ? `unknown: the stack is ${s.status}` : `${s.sessions_running} running`],
   ];
+  for (const c of s.services ?? []) {
+    rows.push([c.service, `${c.state}${c.health === "none" ? "" : ` (${c.health})`}: ${c.name}`]);
+  }
   for (const [k, v] of rows) printLine(`${`${k}:`.padEnd(10)}${v}`);
 }

@@ -1,20 +1,38 @@
+import { ProjectList } from "../../../protocol/project.ts";
+import { Session, SessionList } from "../../../protocol/session.ts";
+import { createApiClient } from "../../api-client.ts";
 import { info } from "../../output.ts";
-import { sleep } from "./health.ts";
+import { stopCompose } from "./compose-mode.ts";
+import { probeHealth, sleep } from "./health.ts";
 import { clearPid, isAlive, readPid } from "./process.ts";
-import { selfHostPaths } from "./state.ts";
+import { runningMode } from "./running-mode.ts";
+import { ensureState, localOrigin, selfHostPaths } from "./state.ts";
 
 const GRACE_MS = 15_000;
 
-export type StopResult = { stopped: boolean; pid: number | null };
+export type StopResult = {
+  stopped: boolean;
+  mode: "embedded" | "compose" | null;
+  pid: number | null;
+  sessions_stopped: number;
+};
 
-export async function stopSelfHost(): Promise<StopResult> {
-  const paths = selfHostPaths();
-  const pid = readPid(paths);
-  if (!pid || !isAlive(pid)) {
-    clearPid(paths);
-    info("svc self-host is not running");
-    return { stopped: false, pid: null };
+/** Stops every running session through the API (sandbox removed, branch and record kept), while it still answers. */
+async function stopSessions(origin: string, token: string): Promise<number> {
+  const api = createApiClient({ baseUrl: origin, token });
+  const { projects } = await api.request("GET", "/v1/projects", ProjectList);
+  let stopped = 0;
+  for (const project of projects) {
+    const { sessions } = await api.request("GET", `/v1/projects/${project.id}/sessions`, SessionList);
+    for (const s of sessions.filter((s) => s.status === "running" || s.status === "provisioning")) {
+      await api.request("POST", `/v1/projects/${project.id}/sessions/${s.session_id}/stop`, Session);
+      stopped += 1;
+    }
   }
+  return stopped;
+}
+
+async function stopProcess(pid: number): Promise<void> {
   process.kill(pid, "SIGTERM");
   const deadline = Date.now() + GRACE_MS;
   while (isAlive(pid) && Date.now() < deadline) await sleep(100);
@@ -22,7 +40,31 @@ export async function stopSelfHost(): Promise<StopResult> {
     process.kill(pid, "SIGKILL");
     while (isAlive(pid)) await sleep(50);
   }
+}
+
+/**
+ * Stops the stack. Running sessions keep their sandboxes unless `sandboxes` is set: the next start adopts them, so a
+ * restart (an upgrade, a new setting) does not cut an agent off mid-task.
+ */
+export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promise<StopResult> {
+  const paths = selfHostPaths();
+  const state = ensureState(paths);
+  const mode = await runningMode(paths);
+  if (!mode) {
+    clearPid(paths);
+    info("svc self-host is not running");
+    return { stopped: false, mode: null, pid: null, sessions_stopped: 0 };
+  }
+  let sessionsStopped = 0;
+  const origin = localOrigin(state);
+  if (options.sandboxes && (await probeHealth(origin))) {
+    sessionsStopped = await stopSessions(origin, state.admin_token);
+    info(`stopped ${sessionsStopped} running session${sessionsStopped === 1 ? "" : "s"} and their sandboxes`);
+  }
+  const pid = mode === "embedded" ? (readPid(paths) ?? null) : null;
+  if (pid) await stopProcess(pid);
+  else await stopCompose(paths, state);
   clearPid(paths);
-  info(`✓ svc self-host stopped (pid ${pid})`);
-  return { stopped: true, pid };
+  info(`✓ svc self-host stopped (${pid ? `pid ${pid}` : "compose services stopped; volumes kept"})`);
+  return { stopped: true, mode, pid, sessions_stopped: sessionsStopped };
 }

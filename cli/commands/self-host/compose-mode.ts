@@ -1,0 +1,112 @@
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { hashSecret } from "../../../protocol/credential.ts";
+import { stackSetting } from "../../../protocol/stack-settings.ts";
+import { CliError } from "../../errors.ts";
+import { type ComposeRun, compose, composeFiles, composeProject, serviceContainers } from "./compose.ts";
+import { ensureComposeImages, IMAGE_VARIABLES, type Progress } from "./compose-images.ts";
+import { sleep } from "./health.ts";
+import { localOrigin, type SelfHostPaths, type SelfHostState, writeState } from "./state.ts";
+
+const START_TIMEOUT_MS = 180_000;
+
+/** Settings the compose file sets itself (the API's place in its containers), never taken from `env set`. */
+const SET_BY_COMPOSE = new Set([
+  "SVC_HOME",
+  "SVC_PORT",
+  "SVC_LISTEN_HOST",
+  "DATABASE_URL",
+  "SVC_SANDBOX_NETWORKING",
+  "SVC_BOOTSTRAP_TOKEN_HASH",
+  "SVC_SECRETS_KEY",
+  ...IMAGE_VARIABLES,
+]);
+
+/** The caller's environment without its SVC_ variables: the stack's come from selfhost.json only. */
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith("SVC_") && k !== "DATABASE_URL" && !k.startsWith("COMPOSE_")) env[k] = v;
+  }
+  return env;
+}
+
+/** The API's settings from `env set`, as a compose override file (JSON is YAML; `$` doubled against interpolation). */
+function writeSettings(path: string, state: SelfHostState): void {
+  const environment: Record<string, string> = {};
+  for (const [key, value] of Object.entries(state.env)) {
+    if (SET_BY_COMPOSE.has(key) || stackSetting(key)?.managedBy) continue;
+    environment[key] = value.replaceAll("$", "$$$$");
+  }
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writeFileSync(path, `${JSON.stringify({ services: { api: { environment } } }, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(path, 0o600);
+}
+
+/** How compose is run for this stack: project, files, and the variables compose.yaml asks for. */
+export function composeRun(paths: SelfHostPaths, state: SelfHostState): ComposeRun {
+  const files = composeFiles(paths);
+  const origin = localOrigin(state);
+  return {
+    project: composeProject(paths),
+    files,
+    env: {
+      ...baseEnv(),
+      SVC_POSTGRES_PASSWORD: state.postgres_password ?? "",
+      SVC_SECRETS_KEY: state.secrets_key,
+      SVC_BOOTSTRAP_TOKEN_HASH: hashSecret(state.admin_token),
+      SVC_PUBLIC_URL: state.env.SVC_PUBLIC_URL ?? origin,
+      SVC_LISTEN: state.listen,
+      SVC_PORT: String(state.port),
+    },
+  };
+}
+
+/** Waits until every container of the stack runs and passes its health check; a dead one fails the start. */
+async function waitHealthy(run: ComposeRun, expected: number, progress: Progress): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const containers = await serviceContainers(run.project);
+    const dead = containers.find((c) => c.state === "exited" || c.state === "dead" || c.health === "unhealthy");
+    if (dead) {
+      const logs = await compose(run, ["logs", "--no-color", "--tail=20", dead.service]);
+      throw new CliError(
+        `the ${dead.service} service failed to start (${dead.status}); its last lines:\n${logs.output.trim()}`,
+      );
+    }
+    const waiting = containers.filter((c) => c.state !== "running" || c.health === "starting");
+    if (containers.length >= expected && waiting.length === 0) return;
+    progress(`waiting for ${waiting.map((c) => c.service).join(", ") || "the services"} to be healthy…`);
+    await sleep(500);
+  }
+  throw new CliError(`the stack did not become healthy within ${START_TIMEOUT_MS / 1000}s; see 'svc self-host logs'`);
+}
+
+/** Builds what is missing, brings the services up (data volumes kept from any earlier start) and waits for health. */
+export async function startCompose(paths: SelfHostPaths, state: SelfHostState, progress: Progress): Promise<void> {
+  if (!state.postgres_password) {
+    state.postgres_password = randomBytes(24).toString("base64url");
+    writeState(paths, state);
+  }
+  const run = composeRun(paths, state);
+  writeSettings(run.files[1]!, state);
+  const chosen = Object.fromEntries(IMAGE_VARIABLES.flatMap((k) => (state.env[k] ? [[k, state.env[k]]] : [])));
+  const images = await ensureComposeImages(run, chosen, progress);
+  const up = { ...run, env: { ...run.env, ...images } };
+  progress(`starting postgres, ${state.api_replicas > 1 ? `${state.api_replicas} api replicas` : "api"} and edge…`);
+  const result = await compose(up, ["up", "-d", "--remove-orphans", "--scale", `api=${state.api_replicas}`]);
+  if (result.code !== 0)
+    throw new CliError(`compose up failed:\n${result.output.trim().split("\n").slice(-20).join("\n")}`);
+  await waitHealthy(up, state.api_replicas + 2, progress);
+}
+
+/** Stops the services; containers and volumes stay, so the next start keeps every project, CR and session. */
+export async function stopCompose(paths: SelfHostPaths, state: SelfHostState): Promise<boolean> {
+  const run = composeRun(paths, state);
+  const running = (await serviceContainers(run.project)).some((c) => c.state === "running");
+  if (!running) return false;
+  const result = await compose(run, ["stop"]);
+  if (result.code !== 0) throw new CliError(`compose stop failed:\n${result.output.trim()}`);
+  return true;
+}

@@ -1,0 +1,57 @@
+import type Docker from "dockerode";
+import type { SandboxNetwork, SandboxOwner } from "./driver.ts";
+
+/** Marks the networks the driver creates (with the installation's label beside it). */
+export const NETWORK_LABEL = "dev.svc.network";
+
+/** Where a container's daemon can be reached, as the engine reports it in an inspect or a listing. */
+export type ContainerAddresses = {
+  /** Published ports: container port -> host port (loopback). */
+  published: Map<number, number>;
+  /** Address on each network the container joined, by network name. */
+  networks: Record<string, string>;
+};
+
+/** What the sandbox joins, decided per sandbox: the network, how the host is named inside, and port publishing. */
+export type SandboxPlacement = {
+  networkId: string;
+  hostAddress: string;
+  portBindings?: Record<string, { HostIp: string; HostPort: string }[]>;
+};
+
+/**
+ * How sandboxes meet the API. Two layouts:
+ * - shared (shared-network.ts): the API runs on the host; all of an installation's sandboxes join one bridge with no
+ *   inter-container traffic, and each daemon is published on the host's loopback.
+ * - attached (attached-network.ts): the API runs in a container; each sandbox gets a small network of its own
+ *   that the API containers join, so they reach its daemon directly and nothing else shares it.
+ * Either way a sandbox reaches the API and the outside world, never another sandbox.
+ */
+export type SandboxNetworking = {
+  place(owner: SandboxOwner): Promise<SandboxPlacement>;
+  /** The placement's network vanished (`docker network prune`): forget what was cached about it. */
+  forget(owner: SandboxOwner): void;
+  /** The daemon's URL as this API process reaches it, or null when it has none (not running). */
+  endpoint(addresses: ContainerAddresses, servicePort: number): string | null;
+  /** After a sandbox is removed: its own network goes with it. */
+  release(sandboxId: string | undefined): Promise<void>;
+  /** The installation's shared network, when sandboxes share one (the API listens on its host address). */
+  sharedNetwork(installationId: string): Promise<SandboxNetwork | undefined>;
+};
+
+export const statusOf = (err: unknown) => (err as { statusCode?: number }).statusCode;
+
+/** The network's IPv4 gateway (the host's address on it) and subnet. */
+export async function describeNetwork(docker: Docker, id: string): Promise<SandboxNetwork & { id: string }> {
+  const configs: { Gateway?: string; Subnet?: string }[] = (await docker.getNetwork(id).inspect()).IPAM?.Config ?? [];
+  const ipv4 = configs.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
+  if (!ipv4?.Gateway || !ipv4.Subnet) throw new Error(`the sandbox network ${id} has no IPv4 gateway`);
+  return { id, hostAddress: ipv4.Gateway, subnet: ipv4.Subnet };
+}
+
+/** The networks of that exact name (the engine's name filter matches substrings), oldest first. */
+export async function networksNamed(docker: Docker, name: string): Promise<string[]> {
+  const found = (await docker.listNetworks({ filters: { name: [name] } })).filter((n) => n.Name === name);
+  found.sort((a, b) => Date.parse(a.Created) - Date.parse(b.Created) || a.Id.localeCompare(b.Id));
+  return found.map((n) => n.Id);
+}

@@ -1,0 +1,108 @@
+import type Docker from "dockerode";
+import type { SandboxNetwork } from "./driver.ts";
+import {
+  describeNetwork,
+  NETWORK_LABEL,
+  networksNamed,
+  type SandboxNetworking,
+  type SandboxPlacement,
+  statusOf,
+} from "./networking.ts";
+import { OWNER_LABELS } from "./owner-labels.ts";
+
+/**
+ * The bridge every sandbox of an installation joins. No inter-container traffic: the engine drops packets between
+ * two containers of this bridge (iptables), so a sandbox reaches the host (host.docker.internal, the gateway) and
+ * the internet, never another sandbox's ports. Ports published without an address bind the host's loopback.
+ * One network per installation rather than per sandbox: the engine's default address pools hold only ~30 bridges.
+ */
+const NETWORK_OPTIONS = {
+  "com.docker.network.bridge.enable_icc": "false",
+  "com.docker.network.bridge.host_binding_ipv4": "127.0.0.1",
+};
+
+export const sandboxNetworkName = (installation: string) => `svc-sandboxes-${installation}`;
+
+/** The layout for an API on the host: one shared bridge, daemons published on the host's loopback. */
+export function sharedNetworking(options: {
+  docker: Docker;
+  servicePort: number;
+  /** Awaited each time a network is found or made, before a sandbox joins it: the API listens on its host
+   * address (which may change when the network is made again after a prune). */
+  onNetwork?: (network: SandboxNetwork) => Promise<void>;
+}): SandboxNetworking {
+  const { docker } = options;
+  // One lookup or creation per network and process; a failure is forgotten so the next sandbox tries again.
+  const networks = new Map<string, Promise<SandboxNetwork & { id: string }>>();
+
+  async function createNetwork(name: string, installation: string): Promise<string> {
+    const existing = (await networksNamed(docker, name))[0];
+    if (existing) return existing;
+    let created: string | undefined;
+    try {
+      const network = await docker.createNetwork({
+        Name: name,
+        Driver: "bridge",
+        CheckDuplicate: true,
+        Options: NETWORK_OPTIONS,
+        Labels: { [NETWORK_LABEL]: "sandboxes", [OWNER_LABELS.installationId]: installation },
+      });
+      created = network.id;
+    } catch (err) {
+      // 409: another process created it meanwhile.
+      if (statusOf(err) !== 409) throw err;
+    }
+    // The engine's duplicate check is not atomic: two creates can both succeed. Everyone keeps the oldest, and
+    // the loser removes its own (still empty) copy.
+    const chosen = (await networksNamed(docker, name))[0];
+    if (!chosen) throw new Error(`the sandbox network ${name} vanished as it was created`);
+    if (created && created !== chosen) {
+      await docker
+        .getNetwork(created)
+        .remove()
+        .catch(() => {});
+    }
+    return chosen;
+  }
+
+  function ensureNetwork(installation: string): Promise<SandboxNetwork & { id: string }> {
+    const name = sandboxNetworkName(installation);
+    let pending = networks.get(name);
+    if (!pending) {
+      pending = createNetwork(name, installation)
+        .then((id) => describeNetwork(docker, id))
+        .then(async (network) => {
+          await options.onNetwork?.(network);
+          return network;
+        });
+      networks.set(name, pending);
+      pending.catch(() => networks.delete(name));
+    }
+    return pending;
+  }
+
+  return {
+    async place(owner): Promise<SandboxPlacement> {
+      const network = await ensureNetwork(owner.installationId);
+      return {
+        networkId: network.id,
+        // The host as this network sees it, not the default bridge's gateway: the API listens there even when it
+        // listens on loopback only otherwise.
+        hostAddress: network.hostAddress,
+        portBindings: { [`${options.servicePort}/tcp`]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
+      };
+    },
+    forget: (owner) => networks.delete(sandboxNetworkName(owner.installationId)),
+    endpoint(addresses, servicePort) {
+      const port = addresses.published.get(servicePort);
+      return port ? `http://127.0.0.1:${port}` : null;
+    },
+    release: async () => {},
+    async sharedNetwork(installationId) {
+      const id = (await networksNamed(docker, sandboxNetworkName(installationId)))[0];
+      if (!id) return undefined;
+      const { hostAddress, subnet } = await describeNetwork(docker, id);
+      return { hostAddress, subnet };
+    },
+  };
+}
