@@ -25,8 +25,8 @@ export type RepositoriesOptions = {
   tipsTtlMs?: number;
   /** External mirrors are re-fetched for reads at most this often; merges always fetch first. */
   mirrorMaxAgeMs?: number;
-  /** The self-host repository-access token, sent only to remotes under `repoAccessUrl`. */
-  repoAccessToken?: string;
+  /** The self-host repository-access token (a fixed one, or a GitHub App's), sent only under `repoAccessUrl`. */
+  repoAccessToken?: () => Promise<string>;
   repoAccessUrl?: string;
   /** A project's own token for its external repository (its `GIT_ACCESS_TOKEN` secret). */
   projectAccessToken?: (projectId: string) => Promise<string | undefined>;
@@ -51,7 +51,7 @@ export function createRepositories(options: RepositoriesOptions) {
     const own = p.repo_url && /^https?:\/\//.test(p.repo_url) ? await options.projectAccessToken?.(p.id) : undefined;
     if (own) headers.push([p.repo_url!, own]);
     if (options.repoAccessToken)
-      headers.push([options.repoAccessUrl ?? "https://github.com/", options.repoAccessToken]);
+      headers.push([options.repoAccessUrl ?? "https://github.com/", await options.repoAccessToken()]);
     // GIT_ALLOW_PROTOCOL overrides any `protocol.*.allow`; `protocol.file.allow=never` says the same to a git
     // that would read config first.
     const config: [string, string][] = [
