@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../api/config.ts";
 import { createGitHubAppTokens, repoAccessToken } from "../api/git/github-app.ts";
 import { runHttpBackend } from "../api/git/http-backend.ts";
 import { createRepositories } from "../api/git/repositories.ts";
@@ -193,5 +194,24 @@ describe("repository access through a GitHub App", () => {
       apiUrl: github.apiUrl,
     });
     await expect(wrongInstallation.token()).rejects.toThrow("(HTTP 404: Not Found)");
+  });
+
+  it("is configured by its three settings together; a fixed token wins over it", async () => {
+    expect(() => loadConfig({ SVC_GITHUB_APP_ID: "12" })).toThrow(
+      "SVC_GITHUB_APP_ID, SVC_GITHUB_APP_INSTALLATION_ID and SVC_GITHUB_APP_PRIVATE_KEY go together",
+    );
+    const app = {
+      SVC_GITHUB_APP_ID: "12",
+      SVC_GITHUB_APP_INSTALLATION_ID: "34",
+      SVC_GITHUB_APP_PRIVATE_KEY: PEM,
+    };
+    expect(loadConfig(app).repoAccess.app).toEqual({
+      appId: 12,
+      installationId: 34,
+      privateKey: PEM,
+      apiUrl: "https://api.github.com",
+    });
+    const both = loadConfig({ ...app, SVC_REPO_ACCESS_TOKEN: "ghp_fixed" }).repoAccess;
+    expect(await repoAccessToken(both)?.()).toBe("ghp_fixed");
   });
 });

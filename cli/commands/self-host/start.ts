@@ -7,6 +7,7 @@ import { info } from "../../output.ts";
 import { probeHealth, sleep } from "./health.ts";
 import { clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
 import { ensureState, localOrigin, type SelfHostPaths, selfHostPaths, writeState } from "./state.ts";
+import { firstStartWizard } from "./wizard.ts";
 
 const START_TIMEOUT_MS = 90_000;
 
@@ -52,6 +53,7 @@ export async function startSelfHost(options: StartOptions): Promise<StartResult>
   mkdirSync(paths.home, { recursive: true, mode: 0o700 });
   chmodSync(paths.home, 0o700);
   const state = ensureState(paths);
+  await firstStartWizard(paths, state, options);
   const running = readPid(paths);
   if (running && isAlive(running)) {
     const origin = localOrigin(state);
