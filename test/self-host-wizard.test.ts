@@ -15,6 +15,16 @@ const REPO_TOKEN = "ghp_storedRepoAccessToken0123";
 /** A person at a terminal: no CI, no opt-out, colours as they come. */
 const atTerminal = (env: CliEnv): CliEnv => ({ ...env, CI: undefined, SVC_NO_WIZARD: undefined });
 
+/** The questions a fresh home is asked, in order. */
+const SKIP_ALL = [
+  "provider (local/none) [none]: ",
+  "access with (token/app/none) [none]: ",
+  "provider (slack/none) [none]: ",
+  "base URL (usually ending in /v1): ",
+  "API key: ",
+  "model: ",
+];
+
 const stateOf = (env: CliEnv) => {
   const path = join(env.SVC_HOME!, "selfhost.json");
   return { ...JSON.parse(readFileSync(path, "utf8")), path };
@@ -139,14 +149,7 @@ describe("svc self-host configure: the credential wizard on a terminal", () => {
   it("keeps everything on Enter: nothing stored stays nothing, a stored value is shown masked and kept", async () => {
     const fresh = cliHome();
     const skip = svcPty(["self-host", "configure"], { env: atTerminal(fresh.env) });
-    for (const question of [
-      "provider (local/none) [none]: ",
-      "access with (token/app/none) [none]: ",
-      "provider (slack/none) [none]: ",
-      "base URL (usually ending in /v1): ",
-      "API key: ",
-      "model: ",
-    ]) {
+    for (const question of SKIP_ALL) {
       await skip.expect(question);
       skip.answer();
     }
@@ -238,20 +241,24 @@ describe("the first interactive svc self-host start", () => {
     expect((await svc(["self-host", "env", "set", "SVC_ORCHESTRATOR=off"], { env: home.env })).code).toBe(0);
     const t = svcPty(["self-host", "start", "--port", String(port)], { env: atTerminal(home.env) });
     await t.expect("svc self-host asks about integrations");
-    for (const question of [
-      "provider (local/none) [none]: ",
-      "access with (token/app/none) [none]: ",
-      "provider (slack/none) [none]: ",
-      "base URL (usually ending in /v1): ",
-      "API key: ",
-      "model: ",
-    ]) {
+    for (const question of SKIP_ALL) {
       await t.expect(question);
       t.answer(question.startsWith("provider (local") ? "local" : "");
     }
     await t.expect(`✓ svc self-host running at http://127.0.0.1:${port}`, 90_000);
     expect((await t.exit()).code).toBe(0);
     expect(stateOf(home.env)).toMatchObject({ env: { SVC_APP_PROVIDER: "local" }, wizard_done: true });
+
+    // With the stack running, configure says what applies the answers.
+    const running = svcPty(["self-host", "configure"], { env: atTerminal(home.env) });
+    await running.expect("provider (local/none) [local]: ");
+    running.answer("none");
+    for (const question of SKIP_ALL.slice(1)) {
+      await running.expect(question);
+      running.answer();
+    }
+    await running.expect("the stack is running: 'svc self-host restart' applies the changes");
+    expect((await running.exit()).code).toBe(0);
 
     expect((await svc(["self-host", "stop"], { env: home.env })).code).toBe(0);
     const again = svcPty(["self-host", "start"], { env: atTerminal(home.env) });
