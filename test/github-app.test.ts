@@ -174,7 +174,7 @@ describe("repository access through a GitHub App", () => {
     }
   });
 
-  it("says why GitHub refused, and the fetch fails without sending anything else", async () => {
+  it("says why GitHub refused the app: the fetch fails with that reason", async () => {
     const other = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey;
     const wrongKey = other.export({ type: "pkcs8", format: "pem" }).toString();
     const repos = createRepositories({

@@ -1,5 +1,6 @@
 import { createPrivateKey, createSign, type KeyObject } from "node:crypto";
 import { z } from "zod";
+import { RepoUnavailableError } from "./repositories.ts";
 
 export type GitHubApp = { appId: number; installationId: number; privateKey: string; apiUrl: string };
 
@@ -10,13 +11,11 @@ const InstallationToken = z.object({ token: z.string().min(1), expires_at: z.str
 const REFRESH_MARGIN_MS = 5 * 60_000;
 const REQUEST_TIMEOUT_MS = 15_000;
 
-export class GitHubAppError extends Error {}
-
 const base64url = (value: string | Buffer) => Buffer.from(value).toString("base64url");
 
 /** The app's own JWT (RS256); GitHub takes at most 10 minutes and checks iat against its clock. */
-export function appJwt(appId: number, key: KeyObject, now = Date.now()): string {
-  const seconds = Math.floor(now / 1000);
+function appJwt(appId: number, key: KeyObject): string {
+  const seconds = Math.floor(Date.now() / 1000);
   // Backdated a minute for clock drift, as GitHub advises.
   const payload = { iat: seconds - 60, exp: seconds + 540, iss: String(appId) };
   const unsigned = `${base64url(JSON.stringify({ alg: "RS256", typ: "JWT" }))}.${base64url(JSON.stringify(payload))}`;
@@ -37,7 +36,7 @@ export function createGitHubAppTokens(app: GitHubApp) {
     try {
       key ??= createPrivateKey(app.privateKey);
     } catch {
-      throw new GitHubAppError("the GitHub App's private key (SVC_GITHUB_APP_PRIVATE_KEY) cannot be read");
+      throw new RepoUnavailableError("the GitHub App's private key (SVC_GITHUB_APP_PRIVATE_KEY) cannot be read");
     }
     const url = `${app.apiUrl.replace(/\/+$/, "")}/app/installations/${app.installationId}/access_tokens`;
     let res: Response;
@@ -53,17 +52,17 @@ export function createGitHubAppTokens(app: GitHubApp) {
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
     } catch (err) {
-      throw new GitHubAppError(`GitHub at ${app.apiUrl} cannot be reached: ${(err as Error).message}`);
+      throw new RepoUnavailableError(`GitHub at ${app.apiUrl} cannot be reached: ${(err as Error).message}`);
     }
     const body: unknown = await res.json().catch(() => undefined);
     if (res.status !== 201) {
       const message = (body as { message?: unknown } | undefined)?.message;
-      throw new GitHubAppError(
+      throw new RepoUnavailableError(
         `GitHub refused an installation token for app ${app.appId}, installation ${app.installationId} (HTTP ${res.status}${typeof message === "string" ? `: ${message}` : ""})`,
       );
     }
     const parsed = InstallationToken.safeParse(body);
-    if (!parsed.success) throw new GitHubAppError("GitHub's installation token answer has no token and expiry");
+    if (!parsed.success) throw new RepoUnavailableError("GitHub's installation token answer has no token and expiry");
     cached = { token: parsed.data.token, expiresAt: Date.parse(parsed.data.expires_at) };
     return cached.token;
   }
