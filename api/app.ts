@@ -20,6 +20,7 @@ import { dashboardRoutes } from "./dashboard/routes.ts";
 import { signInLinkRoutes } from "./dashboard/sign-in-links.ts";
 import type { Sql } from "./db/sql.ts";
 import { createCloneCredentials } from "./git/clone-credentials.ts";
+import { type GitHubApp, repoAccessToken } from "./git/github-app.ts";
 import { installHooks } from "./git/hooks.ts";
 import { createPreviewCache } from "./git/merge-preview.ts";
 import { createRepositories } from "./git/repositories.ts";
@@ -61,7 +62,7 @@ export type AppOptions = {
   dataDir: string;
   /** Origin under which this API is reachable (clone URLs are built from it); a function when known late. */
   publicUrl: string | (() => string);
-  repoAccess?: { token: string | undefined; url: string };
+  repoAccess?: { token: string | undefined; url: string; app?: GitHubApp };
   /** Base64 AES-256 key for project secrets; without it the secrets API answers 503. */
   secretsKey?: string;
   /** Sessions run only when a sandbox driver is given. */
@@ -107,7 +108,7 @@ export function createServices(
   const secrets = createSecretStore(sql, cipher);
   const repos = createRepositories({
     dataDir: options.dataDir,
-    repoAccessToken: options.repoAccess?.token,
+    repoAccessToken: repoAccessToken(options.repoAccess),
     repoAccessUrl: options.repoAccess?.url,
     projectAccessToken: async (projectId) =>
       cipher ? (await secrets.values(projectId)).values[PROJECT_REPO_TOKEN_SECRET] : undefined,

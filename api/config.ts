@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { SANDBOX_API_ALIAS } from "../protocol/env.ts";
 import { StackEnv } from "../protocol/stack-settings.ts";
+import type { GitHubApp } from "./git/github-app.ts";
 
 export type ApiConfig = {
   home: string;
@@ -11,7 +12,7 @@ export type ApiConfig = {
   dataDir: string;
   publicUrl: string;
   previewDomain: string | undefined;
-  repoAccess: { token: string | undefined; url: string };
+  repoAccess: { token: string | undefined; url: string; app: GitHubApp | undefined };
   secretsKey: string | undefined;
   orchestrator: {
     enabled: boolean;
@@ -28,6 +29,27 @@ export type ApiConfig = {
   bodyLimit: number;
   logLevel: StackEnv["SVC_LOG_LEVEL"];
 };
+
+/** A GitHub App is used when all three of its settings are; a partial one is a mistake worth stopping for. */
+function githubApp(e: StackEnv): GitHubApp | undefined {
+  const parts = [e.SVC_GITHUB_APP_ID, e.SVC_GITHUB_APP_INSTALLATION_ID, e.SVC_GITHUB_APP_PRIVATE_KEY];
+  if (parts.every((p) => p === undefined)) return undefined;
+  if (
+    e.SVC_GITHUB_APP_ID === undefined ||
+    e.SVC_GITHUB_APP_INSTALLATION_ID === undefined ||
+    !e.SVC_GITHUB_APP_PRIVATE_KEY
+  ) {
+    throw new Error(
+      "invalid configuration: SVC_GITHUB_APP_ID, SVC_GITHUB_APP_INSTALLATION_ID and SVC_GITHUB_APP_PRIVATE_KEY go together",
+    );
+  }
+  return {
+    appId: e.SVC_GITHUB_APP_ID,
+    installationId: e.SVC_GITHUB_APP_INSTALLATION_ID,
+    privateKey: e.SVC_GITHUB_APP_PRIVATE_KEY,
+    apiUrl: e.SVC_GITHUB_API_URL,
+  };
+}
 
 /** The only place the API reads process.env (keys and validators: protocol/stack-settings.ts); a bad value stops
  * the start with the variable's name. */
@@ -47,7 +69,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     dataDir: join(e.SVC_HOME, "data"),
     publicUrl: e.SVC_PUBLIC_URL ?? `http://127.0.0.1:${e.SVC_PORT}`,
     previewDomain: e.SVC_PREVIEW_DOMAIN,
-    repoAccess: { token: e.SVC_REPO_ACCESS_TOKEN, url: e.SVC_REPO_ACCESS_URL },
+    repoAccess: { token: e.SVC_REPO_ACCESS_TOKEN, url: e.SVC_REPO_ACCESS_URL, app: githubApp(e) },
     secretsKey: e.SVC_SECRETS_KEY,
     orchestrator: {
       enabled: e.SVC_ORCHESTRATOR === "docker",

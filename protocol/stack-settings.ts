@@ -34,6 +34,7 @@ const postgresUrl = z
   .url()
   .refine((v) => /^postgres(ql)?:\/\//i.test(v), "must start with postgres:// or postgresql://");
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+const PEM_PRIVATE_KEY = /^-----BEGIN (RSA )?PRIVATE KEY-----\r?\n[\s\S]+\r?\n-----END (RSA )?PRIVATE KEY-----\s*$/;
 const DNS_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i;
 
 function setting<K extends string, S extends z.ZodType>(
@@ -91,7 +92,58 @@ export const STACK_SETTINGS = [
     z.string().min(1).optional(),
     "token for private external repositories, sent only to SVC_REPO_ACCESS_URL",
   ),
-  setting("SVC_REPO_ACCESS_URL", "url", httpUrl.default("https://github.com/"), "where SVC_REPO_ACCESS_TOKEN is sent"),
+  setting(
+    "SVC_REPO_ACCESS_URL",
+    "url",
+    httpUrl.default("https://github.com/"),
+    "where SVC_REPO_ACCESS_TOKEN or the GitHub App's tokens are sent",
+  ),
+  setting(
+    "SVC_GITHUB_APP_ID",
+    "integer",
+    int(1).optional(),
+    "GitHub App whose installation tokens reach private repositories (with the installation id and private key)",
+  ),
+  setting(
+    "SVC_GITHUB_APP_INSTALLATION_ID",
+    "integer",
+    int(1).optional(),
+    "installation of the GitHub App on the account owning the repositories",
+  ),
+  setting(
+    "SVC_GITHUB_APP_PRIVATE_KEY",
+    "secret",
+    z.string().regex(PEM_PRIVATE_KEY, "must be a PEM private key (-----BEGIN ... PRIVATE KEY-----)").optional(),
+    "the GitHub App's private key (PEM text); SVC_REPO_ACCESS_TOKEN wins when both are set",
+  ),
+  setting(
+    "SVC_GITHUB_API_URL",
+    "url",
+    httpUrl.default("https://api.github.com"),
+    "GitHub's REST API, where installation tokens are minted (GitHub Enterprise: https://<host>/api/v3)",
+  ),
+  setting(
+    "SVC_APP_PROVIDER",
+    "choice",
+    z.enum(["local", "none"]).default("none"),
+    "where [[apps]] of svc.toml are deployed: local runs them as containers on this Docker; none deploys nothing",
+  ),
+  setting(
+    "SVC_SLACK_SIGNING_SECRET",
+    "secret",
+    z.string().min(1).optional(),
+    "Slack app's signing secret: Events API requests are checked with it",
+  ),
+  setting(
+    "SVC_SLACK_BOT_TOKEN",
+    "secret",
+    z
+      .string()
+      .regex(/^xox[a-z]-\S+$/, "must be a Slack token (xoxb-…)")
+      .optional(),
+    "Slack bot token replies are posted with (chat.postMessage)",
+  ),
+  setting("SVC_SLACK_API_URL", "url", httpUrl.default("https://slack.com/api"), "Slack's Web API base URL"),
   setting("SVC_SECRETS_KEY", "secret", z.string().min(40).optional(), "key that encrypts project secrets", {
     managedBy: "svc self-host start (from selfhost.json)",
   }),

@@ -2,7 +2,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Project } from "../../protocol/project.ts";
 import { type BranchTips, createTipsCache } from "./refs.ts";
-import { GitError, git } from "./run.ts";
+import { git } from "./run.ts";
 
 /**
  * Transports git may use against an external remote: never `ext::` (runs commands), `fd::` or other helpers, and
@@ -25,8 +25,8 @@ export type RepositoriesOptions = {
   tipsTtlMs?: number;
   /** External mirrors are re-fetched for reads at most this often; merges always fetch first. */
   mirrorMaxAgeMs?: number;
-  /** The self-host repository-access token, sent only to remotes under `repoAccessUrl`. */
-  repoAccessToken?: string;
+  /** The self-host repository-access token (a fixed one, or a GitHub App's), sent only under `repoAccessUrl`. */
+  repoAccessToken?: () => Promise<string>;
   repoAccessUrl?: string;
   /** A project's own token for its external repository (its `GIT_ACCESS_TOKEN` secret). */
   projectAccessToken?: (projectId: string) => Promise<string | undefined>;
@@ -50,8 +50,10 @@ export function createRepositories(options: RepositoriesOptions) {
     const headers: [string, string][] = [];
     const own = p.repo_url && /^https?:\/\//.test(p.repo_url) ? await options.projectAccessToken?.(p.id) : undefined;
     if (own) headers.push([p.repo_url!, own]);
-    if (options.repoAccessToken)
-      headers.push([options.repoAccessUrl ?? "https://github.com/", options.repoAccessToken]);
+    const accessUrl = options.repoAccessUrl ?? "https://github.com/";
+    // Asked only for a remote it would be sent to: a GitHub App's token costs a request to mint.
+    if (options.repoAccessToken && p.repo_url?.startsWith(accessUrl))
+      headers.push([accessUrl, await options.repoAccessToken()]);
     // GIT_ALLOW_PROTOCOL overrides any `protocol.*.allow`; `protocol.file.allow=never` says the same to a git
     // that would read config first.
     const config: [string, string][] = [
@@ -97,7 +99,7 @@ export function createRepositories(options: RepositoriesOptions) {
       }
       await git(["fetch", "--prune", "--quiet", "origin"], { dir, env: await remoteEnv(p), timeoutMs: 600_000 });
     } catch (err) {
-      throw new RepoUnavailableError(err instanceof GitError ? err.message : String(err));
+      throw new RepoUnavailableError(err instanceof Error ? err.message : String(err));
     }
   }
 

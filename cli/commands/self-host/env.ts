@@ -1,4 +1,10 @@
-import { maskSetting, nearestSetting, STACK_SETTINGS, stackSetting } from "../../../protocol/stack-settings.ts";
+import {
+  maskSetting,
+  nearestSetting,
+  STACK_SETTINGS,
+  type StackSetting,
+  stackSetting,
+} from "../../../protocol/stack-settings.ts";
 import { usageError } from "../../errors.ts";
 import { info, printJson, warn } from "../../output.ts";
 import { printTable } from "../../table.ts";
@@ -94,6 +100,16 @@ function parsePairs(pairs: string[]): [string, string][] {
   });
 }
 
+/** Why a value does not pass the setting's validator (the API's own), never quoting a secret; undefined if it does. */
+export function settingProblem(setting: StackSetting, value: string): string | undefined {
+  const parsed = setting.schema.safeParse(value);
+  if (parsed.success) return undefined;
+  const got = setting.secret ? "" : ` (got '${value}')`;
+  const issue = parsed.error.issues[0];
+  const why = issue && issue.code !== "invalid_type" ? `: ${issue.message}` : "";
+  return `${setting.key} must be ${KIND_TEXT[setting.kind]}${why}${got}`;
+}
+
 /** A known key's value must pass the API's own validator; an unknown key is kept, with a warning. */
 function check(key: string, value: string): string | undefined {
   const setting = stackSetting(key);
@@ -103,13 +119,8 @@ function check(key: string, value: string): string | undefined {
   }
   if (setting.managedBy) throw usageError(`${key} is not set with env set: it comes from ${setting.managedBy}`);
   if (value === "") return undefined;
-  const parsed = setting.schema.safeParse(value);
-  if (!parsed.success) {
-    const got = setting.secret ? "" : ` (got '${value}')`;
-    const issue = parsed.error.issues[0];
-    const why = issue && issue.code !== "invalid_type" ? `: ${issue.message}` : "";
-    throw usageError(`${key} must be ${KIND_TEXT[setting.kind]}${why}${got}`);
-  }
+  const problem = settingProblem(setting, value);
+  if (problem) throw usageError(problem);
   return undefined;
 }
 

@@ -9,6 +9,7 @@ import { type StartOptions, type StartResult, startSelfHost } from "./start.ts";
 import { StackMode } from "./state.ts";
 import { printStatus } from "./status.ts";
 import { stopSelfHost } from "./stop.ts";
+import { configure } from "./wizard.ts";
 
 function parseListen(value: string): string {
   if (isIP(value) === 0) throw new InvalidArgumentError("must be an IP address, e.g. 127.0.0.1 or 0.0.0.0");
@@ -56,8 +57,14 @@ export function selfHostCommand(): Command {
   startOptions(
     selfHost
       .command("start")
-      .description("start the local stack in the background and log in to it as host 'selfhost'"),
-  ).action(async (opts: StartOptions & { json?: boolean }) => printStart(await startSelfHost(opts), opts.json));
+      .description("start the local stack in the background and log in to it as host 'selfhost'")
+      .option(
+        "--no-wizard",
+        "do not ask the first start's questions (nor does a start off a terminal, or with CI=true)",
+      ),
+  ).action(async (opts: StartOptions & { wizard?: boolean; json?: boolean }) =>
+    printStart(await startSelfHost(opts), opts.json),
+  );
   selfHost
     .command("stop")
     .description("stop the local stack; running sessions keep their sandboxes (adopted at the next start)")
@@ -70,11 +77,16 @@ export function selfHostCommand(): Command {
   startOptions(selfHost.command("restart").description("stop and start the stack, applying 'env set' values")).action(
     async (opts: StartOptions & { json?: boolean }) => {
       const stopped = await stopSelfHost();
-      const started = await startSelfHost(opts);
+      // A restart applies the settings as they are (`svc update` runs one): questions are for start and configure.
+      const started = await startSelfHost({ ...opts, wizard: false });
       if (opts.json) printJson({ ...started, stopped_pid: stopped.pid });
       else printLine(started.url);
     },
   );
+  selfHost
+    .command("configure")
+    .description("ask again for the integrations and the model gateway (at a terminal; else use 'env set')")
+    .action(() => configure());
   selfHost
     .command("status")
     .description("show the stack: state, URL, version, data dir, model, running sessions")

@@ -10,6 +10,7 @@ import { probeHealth, sleep } from "./health.ts";
 import { clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
 import { ensureState, localOrigin, type SelfHostPaths, type StackMode, selfHostPaths, writeState } from "./state.ts";
+import { firstStartWizard } from "./wizard.ts";
 
 const START_TIMEOUT_MS = 90_000;
 
@@ -57,13 +58,14 @@ async function waitHealthy(paths: SelfHostPaths, origin: string, pid: number): P
   throw new CliError(`the API did not become healthy within ${START_TIMEOUT_MS / 1000}s; see ${paths.apiLog}`);
 }
 
-export async function startSelfHost(options: StartOptions): Promise<StartResult> {
+export async function startSelfHost(options: StartOptions & { wizard?: boolean }): Promise<StartResult> {
   const paths = selfHostPaths();
   // The home holds the admin token, the secrets key and the data: its owner's alone, an existing one included.
   mkdirSync(paths.home, { recursive: true, mode: 0o700 });
   chmodSync(paths.home, 0o700);
   const state = ensureState(paths);
   const current = await runningMode(paths);
+  if (!current) await firstStartWizard(paths, state, options);
   if (current) {
     const origin = localOrigin(state);
     const change = (flag: string, now: string) =>

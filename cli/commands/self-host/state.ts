@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
@@ -30,6 +30,8 @@ const SelfHostState = z.object({
   postgres_password: z.string().min(16).optional(),
   /** Values set with `svc self-host env set`, passed to the stack at start. */
   env: z.record(z.string(), z.string()).default({}),
+  /** The credential wizard ran to its end once: later starts no longer ask. */
+  wizard_done: z.boolean().default(false),
 });
 export type SelfHostState = z.infer<typeof SelfHostState>;
 
@@ -59,18 +61,28 @@ export function readState(paths: SelfHostPaths): SelfHostState | undefined {
   return parsed.data;
 }
 
+/** The home and the file hold the admin token and secrets: owner-only, even when they were created wider. */
+function tightenModes(paths: SelfHostPaths): void {
+  if ((statSync(paths.home).mode & 0o077) !== 0) chmodSync(paths.home, 0o700);
+  if ((statSync(paths.state).mode & 0o077) !== 0) chmodSync(paths.state, 0o600);
+}
+
 export function writeState(paths: SelfHostPaths, state: SelfHostState): void {
   mkdirSync(paths.home, { recursive: true, mode: 0o700 });
   const tmp = `${paths.state}.${process.pid}.tmp`;
   writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
   chmodSync(tmp, 0o600);
   renameSync(tmp, paths.state);
+  tightenModes(paths);
 }
 
 /** Reads the state, creating it (fresh admin token and secrets key) on first use. */
 export function ensureState(paths: SelfHostPaths): SelfHostState {
   const existing = readState(paths);
-  if (existing) return existing;
+  if (existing) {
+    tightenModes(paths);
+    return existing;
+  }
   const state: SelfHostState = {
     port: DEFAULT_PORT,
     listen: DEFAULT_LISTEN,
@@ -79,6 +91,7 @@ export function ensureState(paths: SelfHostPaths): SelfHostState {
     admin_token: TOKEN_PREFIX + randomBytes(32).toString("base64url"),
     secrets_key: randomBytes(32).toString("base64"),
     env: {},
+    wizard_done: false,
   };
   writeState(paths, state);
   return state;
