@@ -23,7 +23,8 @@ export type StackStatus = {
   model_configured: boolean;
   model: string | null;
   sessions_running: number | null;
-  /** compose mode: each container with its state and health. */
+  /** compose mode: the compose project (`docker compose -p <it>`) and each container with its state and health. */
+  compose_project: string | null;
   services: ServiceContainer[] | null;
 };
 
@@ -69,6 +70,7 @@ export async function stackStatus(): Promise<StackStatus> {
     model_configured: model !== undefined,
     model: model ? `${model.model} at ${model.baseUrl}` : null,
     sessions_running: answer ? await runningSessions(origin, state.admin_token) : null,
+    compose_project: compose ? composeProject(paths) : null,
     services: compose ? await serviceContainers(composeProject(paths)).catch(() => []) : null,
   };
 }

@@ -1,0 +1,332 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type Docker from "dockerode";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cliHome, freePort } from "./support/cli.ts";
+import { execIn, ROOT, removeProjectContainers, requireDocker } from "./support/docker.ts";
+import { GIT_ENV } from "./support/git-fixture.ts";
+
+const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A 6-field UTC cron expression matching exactly one second of the day. */
+const onlyAt = (at: Date) => `${at.getUTCSeconds()} ${at.getUTCMinutes()} ${at.getUTCHours()} * * *`;
+
+/**
+ * The checkout as a user's: a copy (hard links, so it costs nothing) whose CLI, compose file and images are used, so
+ * that the upgrade below can add a migration to "the next version" without touching the checkout other suites run.
+ */
+function copyCheckout(dir: string): string {
+  const copy = join(dir, "checkout");
+  mkdirSync(copy);
+  for (const entry of [
+    "bin",
+    "dist",
+    "images",
+    "scripts",
+    "compose",
+    "package.json",
+    "package-lock.json",
+    ".dockerignore",
+  ]) {
+    execFileSync("cp", ["-al", join(ROOT, entry), join(copy, entry)]);
+  }
+  // A worktree's node_modules may be a link: the image needs the real directory.
+  execFileSync("cp", ["-al", realpathSync(join(ROOT, "node_modules")), join(copy, "node_modules")]);
+  return copy;
+}
+
+describe("compose mode: svc self-host start --mode compose (real docker-compose, images, PostgreSQL, sandboxes)", () => {
+  const home = cliHome();
+  const app = join(home.dir, "app");
+  let checkout: string;
+  let docker: Docker;
+  let port: number;
+  let project: string;
+  let projectId: string;
+  const timings: Record<string, number> = {};
+  const svc = async (args: string[], cwd = app) => {
+    const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
+      env: home.env,
+      cwd,
+      reject: false,
+      timeout: 400_000,
+    });
+    return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+  };
+  const status = async () => JSON.parse((await svc(["self-host", "status", "--json"], home.dir)).stdout);
+  const containersOf = (session: string) =>
+    docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${session}`] } });
+  const sandboxExec = async (session: string, cmd: string) => {
+    const [container] = await containersOf(session);
+    return execIn(docker, container!.Id, ["sh", "-c", cmd]);
+  };
+
+  beforeAll(async () => {
+    docker = await requireDocker();
+    checkout = copyCheckout(home.dir);
+    port = await freePort();
+    const started = Date.now();
+    const start = await svc(["self-host", "start", "--mode", "compose", "--port", String(port)], home.dir);
+    timings.firstStart = Date.now() - started;
+    expect(start.code, start.stderr).toBe(0);
+    project = (await status()).compose_project;
+    mkdirSync(app);
+    await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
+      cwd: app,
+      env: GIT_ENV,
+    });
+    expect((await svc(["init"])).code).toBe(0);
+    await execa("bash", ["-c", "git add -A && git commit -qm scaffold"], { cwd: app, env: GIT_ENV });
+    const ship = await svc(["ship"]);
+    expect(ship.code, ship.stderr).toBe(0);
+    projectId = JSON.parse(readFileSync(join(app, ".svc", "link.json"), "utf8")).project_id;
+  }, 600_000);
+
+  afterAll(async () => {
+    console.log(`compose mode timings (ms): ${JSON.stringify(timings)}`);
+    await svc(["self-host", "stop", "--sandboxes"], home.dir);
+    await removeProjectContainers(docker, projectId);
+    const label = `com.docker.compose.project=${project}`;
+    for (const c of await docker.listContainers({ all: true, filters: { label: [label] } })) {
+      await docker.getContainer(c.Id).remove({ force: true, v: true });
+    }
+    for (const v of ["pgdata", "data"])
+      await docker
+        .getVolume(`${project}_${v}`)
+        .remove()
+        .catch(() => {});
+    for (const n of await docker.listNetworks({ filters: { label: [label] } })) {
+      await docker
+        .getNetwork(n.Id)
+        .remove()
+        .catch(() => {});
+    }
+  }, 120_000);
+
+  it("runs PostgreSQL, the API and the edge from locally built images; the mode is remembered", async () => {
+    const s = await status();
+    expect(s).toMatchObject({
+      status: "running",
+      mode: "compose",
+      database: "postgres",
+      url: `http://127.0.0.1:${port}`,
+    });
+    expect(s.services.map((c: { service: string; health: string }) => `${c.service}:${c.health}`)).toEqual([
+      "postgres:healthy",
+      "api:healthy",
+      "edge:healthy",
+    ]);
+    const state = JSON.parse(readFileSync(join(home.env.SVC_HOME!, "selfhost.json"), "utf8"));
+    expect(state.mode).toBe("compose");
+    expect(statSync(join(home.env.SVC_HOME!, "compose", "settings.json")).mode & 0o777).toBe(0o600);
+    // Named volumes hold the database and the repositories; the API has the engine's socket.
+    const volumes = (await docker.listVolumes()).Volumes.map((v) => v.Name);
+    expect(volumes).toEqual(expect.arrayContaining([`${project}_pgdata`, `${project}_data`]));
+    const [api] = await docker.listContainers({
+      filters: { label: [`com.docker.compose.project=${project}`, "com.docker.compose.service=api"] },
+    });
+    expect(api!.Mounts.map((m) => m.Destination)).toEqual(
+      expect.arrayContaining(["/var/run/docker.sock", "/var/lib/svc"]),
+    );
+    // Only the edge publishes a port, on loopback.
+    const published = (
+      await docker.listContainers({ filters: { label: [`com.docker.compose.project=${project}`] } })
+    ).flatMap((c) =>
+      c.Ports.filter((p) => p.PublicPort).map(
+        (p) => `${c.Labels["com.docker.compose.service"]}:${p.IP}:${p.PublicPort}`,
+      ),
+    );
+    expect(published).toEqual([`edge:127.0.0.1:${port}`]);
+
+    const again = await svc(["self-host", "start"], home.dir);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain("already running");
+    const other = await svc(["self-host", "start", "--mode", "embedded"], home.dir);
+    expect(other.code).toBe(1);
+    expect(other.stderr).toContain("already running with --mode compose");
+  });
+
+  it("provisions a session from the API container: its own network, no host port; it pushes, opens a CR and answers the preview", async () => {
+    const created = await svc(["sessions", "new"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = created.stdout.trim();
+    const [container] = await containersOf(id);
+    const inspect = await docker.getContainer(container!.Id).inspect();
+    expect(Object.keys(inspect.NetworkSettings.Networks)).toEqual([expect.stringMatching(/^svc-sandbox-/)]);
+    expect(inspect.HostConfig.PortBindings ?? {}).toEqual({});
+
+    const push = await sandboxExec(
+      id,
+      "echo work > work.txt && git add work.txt && git commit -qm work && git push -q origin HEAD",
+    );
+    expect(push.code, push.out).toBe(0);
+    const opened = await sandboxExec(id, "svc cr open --title 'From a compose sandbox' --json");
+    expect(opened.code, opened.out).toBe(0);
+
+    const server = await docker.getContainer(container!.Id).exec({
+      Cmd: ["/opt/svc/bin/node", "--input-type=module", "-e", readFileSync(PREVIEW_APP, "utf8")],
+    });
+    await server.start({ Detach: true });
+    const preview = await svc(["sessions", "preview", id]);
+    expect(preview.code, preview.stderr).toBe(0);
+    let page = await fetch(preview.stdout.trim());
+    for (let i = 0; i < 50 && page.status !== 200; i++) {
+      await sleep(100);
+      page = await fetch(preview.stdout.trim());
+    }
+    expect(await page.text()).toContain('<script type="module" src="/src/main.js">');
+
+    // The sandbox sees the API by its alias, and not the database beside it.
+    const reach = await sandboxExec(
+      id,
+      "curl -s -o /dev/null -w '%{http_code}' http://svc-api:7700/v1/health; echo; getent hosts postgres || echo no-postgres",
+    );
+    expect(reach.out).toContain("200");
+    expect(reach.out).toContain("no-postgres");
+    const pg = await docker.listContainers({
+      filters: { label: [`com.docker.compose.project=${project}`, "com.docker.compose.service=postgres"] },
+    });
+    const pgAddress = Object.values(pg[0]!.NetworkSettings.Networks)[0]!.IPAddress;
+    const db = await sandboxExec(id, `curl -s -m 2 telnet://${pgAddress}:5432 </dev/null; echo "exit=$?"`);
+    expect(db.out).toMatch(/exit=(28|7)/);
+  });
+
+  it("logs api, postgres and edge; an unknown service exits 1", async () => {
+    const api = await svc(["self-host", "logs", "api", "-n", "500"], home.dir);
+    expect(api.code, api.stderr).toBe(0);
+    expect(api.stdout).toMatch(/\d\d:\d\d:\d\d INFO\s+Server listening at http:\/\/\S+:7700/);
+    const json = await svc(["self-host", "logs", "api", "--json", "-n", "5"], home.dir);
+    for (const line of json.stdout.split("\n")) expect(JSON.parse(line)).toHaveProperty("msg");
+    expect((await svc(["self-host", "logs", "postgres"], home.dir)).stdout).toContain("database system is ready");
+    expect((await svc(["self-host", "logs", "edge"], home.dir)).stdout).toContain("edge listening");
+    const bad = await svc(["self-host", "logs", "redis"], home.dir);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("services: postgres, api, edge");
+  });
+
+  it("stop keeps the volumes and running sandboxes; start brings back every CR and adopts the sandbox; stop --sandboxes stops sessions", async () => {
+    const running = JSON.parse((await svc(["sessions", "ls", "--json"])).stdout).filter(
+      (s: { status: string }) => s.status === "running",
+    );
+    expect(running).toHaveLength(1);
+    const stop = await svc(["self-host", "stop"], home.dir);
+    expect(stop.code, stop.stderr).toBe(0);
+    expect((await status()).status).toBe("stopped");
+    expect((await containersOf(running[0].session_id))[0]!.State).toBe("running");
+
+    const started = Date.now();
+    const start = await svc(["self-host", "start"], home.dir);
+    timings.warmStart = Date.now() - started;
+    expect(start.code, start.stderr).toBe(0);
+    expect(start.stderr).not.toContain("building");
+    const crs = JSON.parse((await svc(["cr", "ls", "--json"])).stdout);
+    expect(crs.map((c: { title: string }) => c.title)).toContain("From a compose sandbox");
+    // The restarted API reaches the sandbox that kept running.
+    const pushed = await sandboxExec(
+      running[0].session_id,
+      "echo more >> work.txt && git commit -qam more && git push -q origin HEAD",
+    );
+    expect(pushed.code, pushed.out).toBe(0);
+    const diff = await svc(["cr", "show", String(crs[0].number), "--json"]);
+    expect(diff.code, diff.stderr).toBe(0);
+    const info = JSON.parse((await svc(["sessions", "info", running[0].session_id, "--json"])).stdout);
+    expect(info.status).toBe("running");
+
+    const full = await svc(["self-host", "stop", "--sandboxes", "--json"], home.dir);
+    expect(full.code, full.stderr).toBe(0);
+    expect(JSON.parse(full.stdout)).toMatchObject({ stopped: true, mode: "compose", sessions_stopped: 1 });
+    expect(await containersOf(running[0].session_id)).toHaveLength(0);
+    expect((await svc(["self-host", "start"], home.dir)).code).toBe(0);
+    const after = JSON.parse((await svc(["sessions", "info", running[0].session_id, "--json"])).stdout);
+    expect(after.status).toBe("stopped");
+  });
+
+  it("two API replicas behind the one port: one sandbox per session, sandboxes apart, one firing per trigger instant", async () => {
+    expect((await svc(["self-host", "stop"], home.dir)).code).toBe(0);
+    const start = await svc(["self-host", "start", "--api-replicas", "2"], home.dir);
+    expect(start.code, start.stderr).toBe(0);
+    const apis = (await status()).services.filter((c: { service: string }) => c.service === "api");
+    expect(apis.map((c: { health: string }) => c.health)).toEqual(["healthy", "healthy"]);
+
+    // A trigger at one second a little ahead, merged to main while both replicas run.
+    const at = new Date(Math.ceil((Date.now() + 15_000) / 1000) * 1000);
+    const manifest = readFileSync(join(app, "svc.toml"), "utf8");
+    writeFileSync(
+      join(app, "svc.toml"),
+      `${manifest}\n[[triggers]]\nslug = "once"\nschedule = "${onlyAt(at)}"\nprompt = "tick"\n`,
+    );
+    await execa("bash", ["-c", "git commit -qam trigger"], { cwd: app, env: GIT_ENV });
+    expect((await svc(["ship"])).code).toBe(0);
+
+    // Sessions asked for at once, through the edge, land on both replicas: each gets exactly one sandbox.
+    const created = await Promise.all([1, 2, 3].map(() => svc(["sessions", "new"])));
+    const ids = created.map((c) => {
+      expect(c.code, c.stderr).toBe(0);
+      return c.stdout.trim();
+    });
+    for (const id of ids) expect(await containersOf(id)).toHaveLength(1);
+    // Every replica reaches every sandbox: previews and info go through whichever replica the edge picks.
+    for (let i = 0; i < 4; i++) {
+      for (const id of ids)
+        expect(JSON.parse((await svc(["sessions", "info", id, "--json"])).stdout).status).toBe("running");
+    }
+    const [a, b] = ids;
+    const bAddress = Object.values((await containersOf(b!))[0]!.NetworkSettings.Networks)[0]!.IPAddress;
+    const across = await sandboxExec(a!, `curl -s -m 2 http://${bAddress}:8000/svc/health; echo "exit=$?"`);
+    expect(across.out).toMatch(/exit=(28|7)/);
+
+    while (Date.now() < at.getTime() + 8000) await sleep(500);
+    const fired = JSON.parse((await svc(["sessions", "ls", "--json"])).stdout).filter(
+      (s: { trigger: string | null }) => s.trigger === "once",
+    );
+    expect(fired).toHaveLength(1);
+    expect(await containersOf(fired[0].session_id)).toHaveLength(1);
+    const logs = (await svc(["self-host", "logs", "api", "-n", "2000"], home.dir)).stdout;
+    expect(new Set([...logs.matchAll(/^(\S+_api_\d|\S+-api-\d): /gm)].map((m) => m[1])).size).toBe(2);
+  });
+
+  it("upgrades to a version with a new migration: the image is rebuilt, the schema moves, the data stays", async () => {
+    writeFileSync(
+      join(checkout, "dist", "migrations", "0999_upgrade_probe.sql"),
+      "create table upgrade_probe (id integer primary key);\n",
+    );
+    const restarted = Date.now();
+    const restart = await svc(["self-host", "restart"], home.dir);
+    timings.upgradeRestart = Date.now() - restarted;
+    expect(restart.code, restart.stderr).toBe(0);
+    expect(restart.stderr).toContain("building the api image");
+    const [pg] = await docker.listContainers({
+      filters: { label: [`com.docker.compose.project=${project}`, "com.docker.compose.service=postgres"] },
+    });
+    const versions = await execIn(docker, pg!.Id, [
+      "psql",
+      "-U",
+      "svc",
+      "-d",
+      "svc",
+      "-tAc",
+      "select max(version) from schema_migrations",
+    ]);
+    expect(versions.out.trim()).toBe("999");
+    const crs = JSON.parse((await svc(["cr", "ls", "--json"])).stdout);
+    expect(crs.map((c: { title: string }) => c.title)).toContain("From a compose sandbox");
+    const apiTag = (
+      await docker.listContainers({
+        filters: { label: [`com.docker.compose.project=${project}`, "com.docker.compose.service=api"] },
+      })
+    )[0]!.Image;
+    await svc(["self-host", "stop", "--sandboxes"], home.dir);
+    for (const c of await docker.listContainers({
+      all: true,
+      filters: { label: [`com.docker.compose.project=${project}`] },
+    })) {
+      await docker.getContainer(c.Id).remove({ force: true });
+    }
+    await docker
+      .getImage(apiTag)
+      .remove()
+      .catch(() => {});
+  });
+});
