@@ -247,7 +247,7 @@ describe("the API serves its install script; svc update and uninstall on a serve
     expect(record()).toMatchObject({ version: NEXT });
   });
 
-  it("a server without a built CLI answers 503 (update exits 1), and serves the bundle once it exists", async () => {
+  it("a server without a built CLI answers 503, and serves the bundle once it exists; update exits 1 meanwhile", async () => {
     const later = join(dir, "later.mjs");
     await startApi({ from: "dist", cliBundle: later });
     const missing = await fetch(`${origin}/v1/cli/svc.mjs`);
@@ -258,10 +258,19 @@ describe("the API serves its install script; svc update and uninstall on a serve
     const res = await sh("svc update");
     expect(res.exitCode).toBe(1);
     expect(res.stderr).toContain("returned error: 503");
+    expect(res.stderr).toContain(`install: error: cannot download ${origin}/v1/cli/svc.mjs (curl exit 22, above);`);
     expect((await sh("svc version")).stdout).toBe(NEXT);
 
     writeFileSync(later, readFileSync(BUNDLE));
     expect((await fetch(`${origin}/v1/cli/svc.mjs`)).status).toBe(200);
+
+    // The API down behind its front: update says so before running anything.
+    await stopApi();
+    const down = await sh("svc update");
+    expect(down.exitCode).toBe(1);
+    expect(down.stderr).toContain(
+      `error: ${origin}/install.sh answered HTTP 502; svc ${NEXT} stays installed at ${binary}`,
+    );
   });
 
   it("svc uninstall --keep-home removes the CLI file, its shim and the token, and keeps the home", async () => {
