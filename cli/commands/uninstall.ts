@@ -34,10 +34,9 @@ export async function uninstallSvc(options: UninstallOptions): Promise<void> {
   const installation = currentInstallation(paths.home);
   const shims = shimsOf(installation);
   const config = configPath();
-  const binary = installation.kind === "served" ? installation.binary : undefined;
   const doomed = [
     ...shims,
-    ...(binary ? [binary] : []),
+    ...(installation.kind === "served" ? [installation.binary] : []),
     ...(options.keepHome ? [] : [`${paths.home} (the stack's data)`]),
     ...(options.keepAuth ? [] : [`${config} (stored tokens)`]),
   ];
