@@ -28,6 +28,8 @@ import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
 import { registerInputChecks } from "./http/validate.ts";
+import { createCliBundleSource, defaultCliBundlePath } from "./install/cli-bundle.ts";
+import { installRoutes } from "./install/routes.ts";
 import { createManifestReader } from "./manifest/reader.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
@@ -79,6 +81,8 @@ export type AppOptions = {
   previewDomain?: string;
   /** This API process among those sharing the database (orchestrator/cluster.ts); default a fresh uuid. */
   instanceId?: string;
+  /** The CLI file /install.sh installs; default this package's build (dist/sandbox/svc.mjs). */
+  cliBundle?: string;
 };
 
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
@@ -265,6 +269,11 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(sessionRoutes(services));
   await app.register(triggerRoutes(services));
   await app.register(signInLinkRoutes(services));
+  const cliBundle = createCliBundleSource({
+    path: options.cliBundle ?? defaultCliBundlePath(),
+    log: (msg, extra) => app.log.warn(extra, msg),
+  });
+  await app.register(installRoutes({ publicUrl: services.publicUrl, cliBundle }));
   // One keep-alive pool per sandbox for everything the API forwards to it.
   const forward = createForwarder();
   await app.register(dashboardRoutes(services, forward), { prefix: "/dashboard" });

@@ -27,6 +27,8 @@ export type ApiConfig = {
   };
   bootstrapTokenHash: string | undefined;
   bodyLimit: number;
+  /** The CLI bundle served at /v1/cli/svc.mjs; undefined: this package's own build. */
+  cliBundle: string | undefined;
   logLevel: StackEnv["SVC_LOG_LEVEL"];
 };
 
@@ -94,6 +96,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     },
     bootstrapTokenHash: e.SVC_BOOTSTRAP_TOKEN_HASH,
     bodyLimit: e.SVC_BODY_LIMIT_BYTES,
+    cliBundle: e.SVC_CLI_BUNDLE,
     logLevel: e.SVC_LOG_LEVEL,
   };
 }

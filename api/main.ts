@@ -50,6 +50,7 @@ const { app, services } = await buildApp({
   },
   bodyLimit: config.bodyLimit,
   logLevel: config.logLevel,
+  cliBundle: config.cliBundle,
 });
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);

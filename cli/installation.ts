@@ -5,22 +5,47 @@ import { z } from "zod";
 import { packageRoot } from "../protocol/package-root.ts";
 import { CliError } from "./errors.ts";
 
-/** `$SVC_HOME/install.json`, written by scripts/install.sh: where this installation came from. */
-export const InstallRecord = z.object({
+/** Installed from a git checkout by its scripts/install.sh: the shim runs the checkout's bin/svc.js. */
+const CheckoutRecord = z.object({
+  kind: z.literal("checkout"),
   checkout: z.string().min(1),
   script: z.string().min(1),
   shim: z.string().min(1),
   node: z.string().min(1),
   installed_at: z.string(),
 });
+
+/** Installed by the script an API serves (`curl -fsSL <origin>/install.sh | bash`): one file under the prefix. */
+const ServedRecord = z.object({
+  kind: z.literal("served"),
+  origin: z.url(),
+  /** `<origin>/install.sh`: what the shim's marker line names. */
+  script: z.string().min(1),
+  prefix: z.string().min(1),
+  binary: z.string().min(1),
+  shim: z.string().min(1),
+  node: z.string().min(1),
+  version: z.string().min(1),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  installed_at: z.string(),
+});
+export type ServedRecord = z.infer<typeof ServedRecord>;
+
+/** `$SVC_HOME/install.json`, written by the install scripts; a record from before `kind` existed is a checkout's. */
+export const InstallRecord = z.preprocess(
+  (value) => (value && typeof value === "object" && !("kind" in value) ? { ...value, kind: "checkout" } : value),
+  z.discriminatedUnion("kind", [CheckoutRecord, ServedRecord]),
+);
 export type InstallRecord = z.infer<typeof InstallRecord>;
 
-/** What update and uninstall act on; `shim` and `node` are known only from a record. */
-export type Installation = { checkout: string; script: string; shim?: string; node?: string };
+/** What update and uninstall act on; a checkout installed before records existed has no known shim or node. */
+export type Installation =
+  | ServedRecord
+  | { kind: "checkout"; checkout: string; script: string; shim?: string; node?: string };
 
 export const installRecordPath = (home: string) => join(home, "install.json");
 
-function readInstallRecord(home: string): InstallRecord | undefined {
+export function readInstallRecord(home: string): InstallRecord | undefined {
   const path = installRecordPath(home);
   let text: string;
   try {
@@ -38,14 +63,17 @@ function readInstallRecord(home: string): InstallRecord | undefined {
 export function currentInstallation(home: string): Installation {
   const record = readInstallRecord(home);
   if (record) return record;
-  const checkout = packageRoot();
-  const script = join(checkout, "scripts", "install.sh");
-  if (!existsSync(script)) {
-    throw new CliError(
-      `no install record in ${home} and no install script next to this svc; install with scripts/install.sh`,
-    );
+  const missing = `no install record in ${home}: install with 'curl -fsSL <svc host>/install.sh | bash' or a checkout's scripts/install.sh`;
+  let checkout: string;
+  try {
+    checkout = packageRoot();
+  } catch {
+    // A served CLI is one file with no package around it: without its record, nothing says where it came from.
+    throw new CliError(missing);
   }
-  return { checkout, script };
+  const script = join(checkout, "scripts", "install.sh");
+  if (!existsSync(script)) throw new CliError(missing);
+  return { kind: "checkout", checkout, script };
 }
 
 /** The shim's second line names the script that wrote it: the only files svc ever deletes from a bin directory. */

@@ -207,6 +207,12 @@ export const STACK_SETTINGS = [
     "largest request body the API accepts, in bytes",
   ),
   setting(
+    "SVC_CLI_BUNDLE",
+    "text",
+    z.string().min(1).optional(),
+    "the CLI file /install.sh installs and svc update fetches (default dist/sandbox/svc.mjs of the API's package)",
+  ),
+  setting(
     "SVC_LOG_LEVEL",
     "choice",
     z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

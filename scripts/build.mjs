@@ -1,8 +1,9 @@
 // Bundles the programs into dist/ (fast start-up; dependencies stay in node_modules) and copies the SQL migrations.
-import { cpSync, rmSync } from "node:fs";
+import { cpSync, readFileSync, rmSync } from "node:fs";
 import { build } from "esbuild";
 
 const root = new URL("../", import.meta.url);
+const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8"));
 rmSync(new URL("dist/", root), { recursive: true, force: true });
 await build({
   absWorkingDir: root.pathname,
@@ -20,6 +21,8 @@ await build({
 cpSync(new URL("api/db/migrations/", root), new URL("dist/migrations/", root), { recursive: true });
 // The dashboard's browser scripts, served as they are: beside the bundle as beside their module.
 cpSync(new URL("api/dashboard/assets/", root), new URL("dist/assets/", root), { recursive: true });
+// The install script template the API serves (api/install/routes.ts), beside the bundle as beside its module.
+cpSync(new URL("api/install/served-install.sh", root), new URL("dist/served-install.sh", root));
 
 // Self-contained bundles for the sandbox image, which has node but no node_modules.
 await build({
@@ -32,8 +35,9 @@ await build({
   format: "esm",
   target: "node20",
   logLevel: "warning",
-  // Bundled CommonJS dependencies call require(); give the ESM bundle one.
+  // The first line names the version (the API announces it without running the file); bundled CommonJS
+  // dependencies call require(), so the ESM bundle gets one.
   banner: {
-    js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);",
+    js: `// svc ${pkg.version}\nimport { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);`,
   },
 });

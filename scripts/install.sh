@@ -84,7 +84,7 @@ home="${SVC_HOME:-$HOME/.svc}"
 mkdir -p -m 700 "$home"
 "$node" -e '
 const [file, checkout, script, shim, node] = process.argv.slice(1);
-const record = { checkout, script, shim, node, installed_at: new Date().toISOString() };
+const record = { kind: "checkout", checkout, script, shim, node, installed_at: new Date().toISOString() };
 require("node:fs").writeFileSync(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
 ' "$home/install.json" "$root" "$script" "$shim" "$node"
 

@@ -36,6 +36,7 @@ export async function uninstallSvc(options: UninstallOptions): Promise<void> {
   const config = configPath();
   const doomed = [
     ...shims,
+    ...(installation.kind === "served" ? [installation.binary] : []),
     ...(options.keepHome ? [] : [`${paths.home} (the stack's data)`]),
     ...(options.keepAuth ? [] : [`${config} (stored tokens)`]),
   ];
@@ -51,6 +52,15 @@ export async function uninstallSvc(options: UninstallOptions): Promise<void> {
   const wasRunning = pid !== undefined && isAlive(pid);
   await stopSelfHost();
   for (const shim of shims) remove(shim);
+  if (installation.kind === "served") {
+    remove(installation.binary);
+    // The directories the script made for it go too when nothing else was put there (often they are the home).
+    for (const dir of [dirname(installation.binary), installation.prefix]) {
+      try {
+        rmdirSync(dir);
+      } catch {}
+    }
+  }
   remove(options.keepHome ? installRecordPath(paths.home) : paths.home);
   if (!options.keepAuth) {
     remove(config);
@@ -67,16 +77,18 @@ export async function uninstallSvc(options: UninstallOptions): Promise<void> {
     home: { path: paths.home, removed: !options.keepHome },
     config: { path: config, removed: !options.keepAuth },
     stack_stopped: wasRunning,
-    checkout: installation.checkout,
+    ...(installation.kind === "served" ? { binary: installation.binary } : { checkout: installation.checkout }),
   };
   if (options.json) printJson(result);
   else info(`✓ svc uninstalled: removed ${doomed.length ? doomed.join(", ") : "nothing"}`);
-  info(`the checkout ${installation.checkout} stays; delete it yourself when you no longer need it`);
+  if (installation.kind === "checkout") {
+    info(`the checkout ${installation.checkout} stays; delete it yourself when you no longer need it`);
+  }
 }
 
 export function uninstallCommand(): Command {
   return new Command("uninstall")
-    .description("remove the svc shim, stop the stack, remove its home and the stored tokens")
+    .description("remove svc (its shim, and a served install's CLI file), stop the stack, remove its home and tokens")
     .option("--keep-home", "keep $SVC_HOME (default ~/.svc): the stack's data")
     .option("--keep-auth", "keep the CLI config file with the stored tokens")
     .option("--yes", "do not ask for confirmation (required when not interactive)")

@@ -7,6 +7,7 @@ import { currentInstallation } from "../installation.ts";
 import { info, printJson } from "../output.ts";
 import { isAlive, readPid } from "./self-host/process.ts";
 import { selfHostPaths } from "./self-host/state.ts";
+import { updateServed } from "./update-served.ts";
 
 /** Runs one step with its output on stderr (stdout carries only the result) and the terminal on stdin (sudo). */
 function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): number {
@@ -18,9 +19,11 @@ function gitLine(checkout: string, args: string[]): string | undefined {
   return res.status === 0 ? res.stdout.trim() || undefined : undefined;
 }
 
-export function updateSvc(options: { json?: boolean }): void {
+export async function updateSvc(options: { json?: boolean }): Promise<void> {
   const paths = selfHostPaths();
-  const { checkout, script, shim, node } = currentInstallation(paths.home);
+  const installation = currentInstallation(paths.home);
+  if (installation.kind === "served") return updateServed(installation, paths.home, options);
+  const { checkout, script, shim, node } = installation;
   if (!existsSync(script)) throw new CliError(`${script} is gone; install again with a checkout's scripts/install.sh`);
   const from = gitLine(checkout, ["rev-parse", "HEAD"]);
   const upstream = gitLine(checkout, ["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}"]);
@@ -66,7 +69,9 @@ export function updateSvc(options: { json?: boolean }): void {
 
 export function updateCommand(): Command {
   return new Command("update")
-    .description("pull the checkout svc was installed from and re-run its install script")
+    .description(
+      "re-run the install script: from the host that served it, or after pulling the checkout svc was installed from",
+    )
     .option("--json", "output JSON")
     .action((opts: { json?: boolean }) => updateSvc(opts));
 }
