@@ -267,10 +267,22 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
       return c.stdout.trim();
     });
     for (const id of ids) expect(await containersOf(id)).toHaveLength(1);
-    // Every replica reaches every sandbox: previews and info go through whichever replica the edge picks.
-    for (let i = 0; i < 4; i++) {
-      for (const id of ids)
-        expect(JSON.parse((await svc(["sessions", "info", id, "--json"])).stdout).status).toBe("running");
+    // Every replica reaches every sandbox: the edge takes replicas in turn, and each proxies the preview.
+    for (const id of ids) {
+      const [container] = await containersOf(id);
+      const server = await docker.getContainer(container!.Id).exec({
+        Cmd: ["/opt/svc/bin/node", "--input-type=module", "-e", readFileSync(PREVIEW_APP, "utf8")],
+      });
+      await server.start({ Detach: true });
+      const url = (await svc(["sessions", "preview", id])).stdout.trim();
+      const statuses: number[] = [];
+      for (let i = 0; i < 40 && statuses.filter((c) => c === 200).length < 4; i++) {
+        const res = await fetch(url);
+        await res.arrayBuffer();
+        if (res.status === 200 || statuses.includes(200)) statuses.push(res.status);
+        else await sleep(100);
+      }
+      expect(statuses).toEqual([200, 200, 200, 200]);
     }
     const [a, b] = ids;
     const bAddress = Object.values((await containersOf(b!))[0]!.NetworkSettings.Networks)[0]!.IPAddress;
@@ -284,7 +296,8 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     expect(fired).toHaveLength(1);
     expect(await containersOf(fired[0].session_id)).toHaveLength(1);
     const logs = (await svc(["self-host", "logs", "api", "-n", "2000"], home.dir)).stdout;
-    expect(new Set([...logs.matchAll(/^(\S+_api_\d|\S+-api-\d): /gm)].map((m) => m[1])).size).toBe(2);
+    // `logs api` names each line's replica (compose v1 `api_1`, v2 `<project>-api-1`).
+    expect(new Set([...logs.matchAll(/^(\S*api[_-]\d) \d\d:/gm)].map((m) => m[1])).size).toBe(2);
   });
 
   it("upgrades to a version with a new migration: the image is rebuilt, the schema moves, the data stays", async () => {
@@ -300,15 +313,12 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     const [pg] = await docker.listContainers({
       filters: { label: [`com.docker.compose.project=${project}`, "com.docker.compose.service=postgres"] },
     });
-    const versions = await execIn(docker, pg!.Id, [
-      "psql",
-      "-U",
-      "svc",
-      "-d",
-      "svc",
-      "-tAc",
-      "select max(version) from schema_migrations",
-    ]);
+    const versions = await execIn(
+      docker,
+      pg!.Id,
+      ["psql", "-U", "svc", "-d", "svc", "-tAc", "select max(version) from schema_migrations"],
+      { workingDir: "/" },
+    );
     expect(versions.out.trim()).toBe("999");
     const crs = JSON.parse((await svc(["cr", "ls", "--json"])).stdout);
     expect(crs.map((c: { title: string }) => c.title)).toContain("From a compose sandbox");

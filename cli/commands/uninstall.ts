@@ -6,8 +6,9 @@ import { configPath } from "../config-file.ts";
 import { CliError, usageError } from "../errors.ts";
 import { currentInstallation, installRecordPath, shimsOf } from "../installation.ts";
 import { info, printJson } from "../output.ts";
-import { isAlive, readPid } from "./self-host/process.ts";
-import { selfHostPaths } from "./self-host/state.ts";
+import { removeComposeStack } from "./self-host/compose-mode.ts";
+import { runningMode } from "./self-host/running-mode.ts";
+import { readState, selfHostPaths } from "./self-host/state.ts";
 import { stopSelfHost } from "./self-host/stop.ts";
 
 export type UninstallOptions = { keepHome?: boolean; keepAuth?: boolean; yes?: boolean; json?: boolean };
@@ -48,9 +49,11 @@ export async function uninstallSvc(options: UninstallOptions): Promise<void> {
     }
   }
 
-  const pid = readPid(paths);
-  const wasRunning = pid !== undefined && isAlive(pid);
+  const wasRunning = (await runningMode(paths)) !== undefined;
   await stopSelfHost();
+  // Compose mode's data is in Docker volumes rather than the home: it goes with the home.
+  const state = readState(paths);
+  if (!options.keepHome && state?.mode === "compose") await removeComposeStack(paths, state);
   for (const shim of shims) remove(shim);
   if (installation.kind === "served") {
     remove(installation.binary);

@@ -4,6 +4,7 @@ import { benchCrRead } from "./cr-read.ts";
 import { benchDaemonProxy } from "./daemon-proxy.ts";
 import { benchMergePreview } from "./merge-preview.ts";
 import { benchSessionStart } from "./sandbox.ts";
+import { benchSelfHostModes } from "./self-host-modes.ts";
 
 const lines: string[] = [];
 let ok = true;
@@ -44,6 +45,7 @@ if (process.env.SVC_BENCH_SKIP_DOCKER !== "1") {
   const sandbox = await benchSessionStart();
   lines.push(...sandbox.lines);
   ok &&= sandbox.ok;
+  lines.push(...(await benchSelfHostModes({ cold: false })));
 }
 
 console.log(`\n${lines.join("\n")}`);

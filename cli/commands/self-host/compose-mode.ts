@@ -110,3 +110,12 @@ export async function stopCompose(paths: SelfHostPaths, state: SelfHostState): P
   if (result.code !== 0) throw new CliError(`compose stop failed:\n${result.output.trim()}`);
   return true;
 }
+
+/** Removes the stack's containers, network and volumes (its database and repositories): uninstall's, not stop's. */
+export async function removeComposeStack(paths: SelfHostPaths, state: SelfHostState): Promise<boolean> {
+  const run = composeRun(paths, state);
+  if ((await serviceContainers(run.project)).length === 0) return false;
+  const result = await compose(run, ["down", "--volumes", "--remove-orphans"]);
+  if (result.code !== 0) throw new CliError(`compose down failed:\n${result.output.trim()}`);
+  return true;
+}

@@ -33,29 +33,36 @@ async function follow(path: string, from: number, print: (line: string) => void)
   return new Promise<never>(() => {});
 }
 
-/** compose logs, each line without compose's `name  | ` prefix (a replica's name stays when there are several). */
-async function composeLogs(service: string, options: LogsOptions, print: (line: string) => void): Promise<void> {
+/** compose logs, each line without compose's `name  | ` prefix; with several replicas, the replica's name leads. */
+async function composeLogs(
+  service: string,
+  options: LogsOptions,
+  print: (line: string, replica?: string) => void,
+): Promise<void> {
   const paths = selfHostPaths();
   const run = composeRun(paths, ensureState(paths));
   const containers = (await serviceContainers(run.project)).filter((c) => c.service === service);
-  if (containers.length === 0)
+  if (containers.length === 0) {
     throw new CliError(`the compose stack has no ${service} container yet; run 'svc self-host start'`);
+  }
   const args = ["logs", "--no-color", `--tail=${options.lines}`, ...(options.follow ? ["-f"] : []), service];
-  const code = await compose(run, args, (line) => {
+  const result = await compose(run, args, (line) => {
     const prefix = /^(\S+)\s*\| ?/.exec(line);
-    if (!prefix) return;
-    const text = line.slice(prefix[0].length);
-    print(containers.length > 1 && !options.json ? `${prefix[1]}: ${text}` : text);
+    if (prefix) print(line.slice(prefix[0].length), containers.length > 1 ? prefix[1] : undefined);
   });
-  if (code.code !== 0) throw new CliError(`compose logs failed (exit ${code.code})`);
+  if (result.code !== 0) throw new CliError(`compose logs failed (exit ${result.code})`);
 }
 
 export async function selfHostLogs(service: string | undefined, options: LogsOptions): Promise<void> {
   const name = service ?? "api";
   const paths = selfHostPaths();
   const color = !options.json && useColor(undefined);
-  const print = (line: string) =>
-    process.stdout.write(`${options.json ? jsonLogLine(line) : readableLogLine(line, color)}\n`);
+  const print = (line: string, replica?: string) => {
+    if (options.json) {
+      const json = jsonLogLine(line);
+      process.stdout.write(`${replica ? `{"replica":${JSON.stringify(replica)},${json.slice(1)}` : json}\n`);
+    } else process.stdout.write(`${replica ? `${replica} ` : ""}${readableLogLine(line, color)}\n`);
+  };
   if (ensureState(paths).mode === "compose") {
     if (!(COMPOSE_SERVICES as readonly string[]).includes(name)) {
       throw new CliError(`unknown service '${name}'; services: ${COMPOSE_SERVICES.join(", ")}`);
