@@ -95,6 +95,8 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
       model_configured: false,
       model: null,
       sessions_running: 0,
+      compose_project: null,
+      services: null,
     });
   });
 
@@ -261,11 +263,16 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
 
     const stop = await run(["self-host", "stop", "--json"]);
     expect(stop.code).toBe(0);
-    expect(JSON.parse(stop.stdout)).toEqual({ stopped: true, pid: expect.any(Number) });
+    expect(JSON.parse(stop.stdout)).toEqual({
+      stopped: true,
+      mode: "embedded",
+      pid: expect.any(Number),
+      sessions_stopped: 0,
+    });
     await expect(fetch(`${url}/v1/health`)).rejects.toThrow();
     const again = await run(["self-host", "stop", "--json"]);
     expect(again.stderr).toBe("svc self-host is not running");
-    expect(JSON.parse(again.stdout)).toEqual({ stopped: false, pid: null });
+    expect(JSON.parse(again.stdout)).toEqual({ stopped: false, mode: null, pid: null, sessions_stopped: 0 });
     const status = await run(["self-host", "status"]);
     expect(status.code).toBe(0);
     expect(status.stdout.split("\n")[0]).toBe("status:   stopped; start it with 'svc self-host start'");

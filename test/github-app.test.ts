@@ -7,10 +7,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../api/config.ts";
 import { createGitHubAppTokens, repoAccessToken } from "../api/git/github-app.ts";
-import { runHttpBackend } from "../api/git/http-backend.ts";
 import { createRepositories } from "../api/git/repositories.ts";
 import { git } from "../api/git/run.ts";
 import { workRepo } from "./support/git-fixture.ts";
+import { serveGitRequest } from "./support/git-server.ts";
 
 const APP_ID = 31337;
 const INSTALLATION_ID = 4242;
@@ -82,24 +82,7 @@ async function fakeGitHub(root: string) {
       res.writeHead(401, { "www-authenticate": 'Basic realm="GitHub"' }).end();
       return;
     }
-    void runHttpBackend(
-      {
-        method: req.method ?? "GET",
-        pathInfo: decodeURIComponent(url.pathname),
-        query: url.search.slice(1),
-        headers: req.headers,
-        body: req.method === "POST" ? req : undefined,
-        remoteUser: "app",
-        remoteAddr: req.socket.remoteAddress ?? "",
-      },
-      res,
-      {
-        GIT_PROJECT_ROOT: root,
-        GIT_CONFIG_COUNT: "1",
-        GIT_CONFIG_KEY_0: "http.receivepack",
-        GIT_CONFIG_VALUE_0: "true",
-      },
-    );
+    serveGitRequest(req, res, root, "app");
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

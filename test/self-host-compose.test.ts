@@ -145,7 +145,9 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     expect(again.stderr).toContain("already running");
     const other = await svc(["self-host", "start", "--mode", "embedded"], home.dir);
     expect(other.code).toBe(1);
-    expect(other.stderr).toContain("already running with --mode compose");
+    expect(other.stderr).toBe(
+      "error: svc self-host is already running in compose mode; run 'svc self-host restart --mode embedded'",
+    );
   });
 
   it("provisions a session from the API container: its own network, no host port; it pushes, opens a CR and answers the preview", async () => {

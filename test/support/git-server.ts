@@ -1,5 +1,5 @@
 import { mkdtempSync } from "node:fs";
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,33 +13,31 @@ export type GitServer = {
   close(): Promise<void>;
 };
 
+/** One smart-HTTP request for the bare repositories under `root`, fetch or push, as `remoteUser`. */
+export function serveGitRequest(req: IncomingMessage, res: ServerResponse, root: string, remoteUser: string): void {
+  const url = new URL(req.url ?? "/", "http://x");
+  void runHttpBackend(
+    {
+      method: req.method ?? "GET",
+      pathInfo: decodeURIComponent(url.pathname),
+      query: url.search.slice(1),
+      headers: req.headers,
+      body: req.method === "POST" ? req : undefined,
+      remoteUser,
+      remoteAddr: req.socket.remoteAddress ?? "",
+    },
+    res,
+    { GIT_PROJECT_ROOT: root, GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "http.receivepack", GIT_CONFIG_VALUE_0: "true" },
+  );
+}
+
 /**
  * The bare repositories under `root` on real git smart HTTP (`git http-backend`), fetch and push, no
  * authentication: a stand-in for an external git host. Listens on loopback unless told otherwise (a server
  * that sandboxes must reach listens on 0.0.0.0; they see the host as host.docker.internal).
  */
 export async function serveGitRepos(root: string, options: { host?: string } = {}): Promise<GitServer> {
-  const server = createServer((req, res) => {
-    const url = new URL(req.url ?? "/", "http://x");
-    void runHttpBackend(
-      {
-        method: req.method ?? "GET",
-        pathInfo: decodeURIComponent(url.pathname),
-        query: url.search.slice(1),
-        headers: req.headers,
-        body: req.method === "POST" ? req : undefined,
-        remoteUser: "external",
-        remoteAddr: req.socket.remoteAddress ?? "",
-      },
-      res,
-      {
-        GIT_PROJECT_ROOT: root,
-        GIT_CONFIG_COUNT: "1",
-        GIT_CONFIG_KEY_0: "http.receivepack",
-        GIT_CONFIG_VALUE_0: "true",
-      },
-    );
-  });
+  const server = createServer((req, res) => serveGitRequest(req, res, root, "external"));
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;

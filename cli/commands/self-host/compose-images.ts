@@ -97,12 +97,13 @@ export async function ensureComposeImages(
   if (!chosen.SVC_NODE_IMAGE) await runScript("node-image.sh", [node], run.env);
   else if (!(await imageId(node))) throw new CliError(`the node image ${node} is not on this engine: docker pull it`);
 
-  const withVars = { ...run, env: { ...run.env, ...vars } };
+  // Compose reads the images' names from its environment: the ones chosen so far.
+  const withVars = () => ({ ...run, env: { ...run.env, ...vars } });
   if (chosen.SVC_POSTGRES_IMAGE) {
     vars.SVC_POSTGRES_IMAGE = chosen.SVC_POSTGRES_IMAGE;
     if (!(await imageId(chosen.SVC_POSTGRES_IMAGE))) {
       progress(`pulling ${chosen.SVC_POSTGRES_IMAGE}…`);
-      const pulled = await compose({ ...withVars, env: { ...withVars.env, ...vars } }, ["pull", "postgres"]);
+      const pulled = await compose(withVars(), ["pull", "postgres"]);
       if (pulled.code !== 0)
         throw new CliError(`pulling ${chosen.SVC_POSTGRES_IMAGE} failed:\n${pulled.output.trim()}`);
     }
@@ -110,7 +111,7 @@ export async function ensureComposeImages(
     const key = contentKey([(await imageId(base)) ?? base], filesUnder(join(root, "images", "postgres")));
     vars.SVC_POSTGRES_IMAGE = `svc-postgres:15-${key}`;
     if (!(await imageId(vars.SVC_POSTGRES_IMAGE))) {
-      await build({ ...withVars, env: { ...withVars.env, ...vars } }, "postgres", vars.SVC_POSTGRES_IMAGE, progress);
+      await build(withVars(), "postgres", vars.SVC_POSTGRES_IMAGE, progress);
     }
   }
 
@@ -126,7 +127,7 @@ export async function ensureComposeImages(
   );
   vars.SVC_API_TAG = apiKey;
   if (!(await imageId(`svc-api:${apiKey}`))) {
-    await build({ ...withVars, env: { ...withVars.env, ...vars } }, "api", `svc-api:${apiKey}`, progress);
+    await build(withVars(), "api", `svc-api:${apiKey}`, progress);
   }
   return vars;
 }

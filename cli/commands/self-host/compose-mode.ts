@@ -11,17 +11,8 @@ import { localOrigin, type SelfHostPaths, type SelfHostState, writeState } from 
 
 const START_TIMEOUT_MS = 180_000;
 
-/** Settings the compose file sets itself (the API's place in its containers), never taken from `env set`. */
-const SET_BY_COMPOSE = new Set([
-  "SVC_HOME",
-  "SVC_PORT",
-  "SVC_LISTEN_HOST",
-  "DATABASE_URL",
-  "SVC_SANDBOX_NETWORKING",
-  "SVC_BOOTSTRAP_TOKEN_HASH",
-  "SVC_SECRETS_KEY",
-  ...IMAGE_VARIABLES,
-]);
+/** Besides the settings `start` manages, the compose file's own: its database, and the images it runs. */
+const SET_BY_COMPOSE = new Set(["DATABASE_URL", ...IMAGE_VARIABLES]);
 
 /** The caller's environment without its SVC_ variables: the stack's come from selfhost.json only. */
 function baseEnv(): Record<string, string> {

@@ -76,10 +76,15 @@ const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "0.0.0.0"]);
 
 /** This machine's address on Docker's default bridge (its interface may be down, the address answers anyway). */
 async function defaultBridgeAddress(): Promise<string | undefined> {
-  const res = await dockerGet("/networks/bridge");
+  // An engine busy building images can take seconds to answer.
+  const res = await dockerGet("/networks/bridge", 10_000);
   if (!("status" in res) || res.status !== 200) return undefined;
-  const configs: { Gateway?: string }[] = JSON.parse(res.body)?.IPAM?.Config ?? [];
-  return configs.find((c) => c.Gateway && !c.Gateway.includes(":"))?.Gateway;
+  const configs: { Gateway?: string; Subnet?: string }[] = JSON.parse(res.body)?.IPAM?.Config ?? [];
+  const ipv4 = configs.find((c) => (c.Gateway ?? c.Subnet ?? ":").includes(":") === false);
+  if (ipv4?.Gateway) return ipv4.Gateway;
+  // An engine that chose the subnet itself may not report the gateway: the engine takes the subnet's first address.
+  const subnet = /^(\d+\.\d+\.\d+\.)(\d+)\//.exec(ipv4?.Subnet ?? "");
+  return subnet ? `${subnet[1]}${Number(subnet[2]) + 1}` : undefined;
 }
 
 function tcpOpen(host: string, port: number): Promise<boolean> {

@@ -70,7 +70,7 @@ export async function selfHostLogs(service: string | undefined, options: LogsOpt
     return composeLogs(name, options, print);
   }
   if (!(EMBEDDED_SERVICES as readonly string[]).includes(name)) {
-    throw new CliError(`unknown service '${name}'; the embedded stack runs: ${EMBEDDED_SERVICES.join(", ")}`);
+    throw new CliError(`unknown service '${name}'; services: ${EMBEDDED_SERVICES.join(", ")}`);
   }
   const size = await stat(paths.apiLog).then(
     (s) => s.size,

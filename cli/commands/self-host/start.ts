@@ -68,13 +68,15 @@ export async function startSelfHost(options: StartOptions & { wizard?: boolean }
   if (!current) await firstStartWizard(paths, state, options);
   if (current) {
     const origin = localOrigin(state);
-    const change = (flag: string, now: string) =>
-      new CliError(`svc self-host is already running with ${flag} ${now}; run 'svc self-host stop' first`);
-    if (options.mode && options.mode !== current) throw change("--mode", current);
-    if (options.port && options.port !== state.port) throw change("--port", String(state.port));
-    if (options.listen && options.listen !== state.listen) throw change("--listen", state.listen);
+    const restart = (running: string, flag: string) =>
+      new CliError(`svc self-host is already running ${running}; run 'svc self-host restart ${flag}'`);
+    if (options.mode && options.mode !== current) throw restart(`in ${current} mode`, `--mode ${options.mode}`);
+    if (options.port && options.port !== state.port) throw restart(`on port ${state.port}`, `--port ${options.port}`);
+    if (options.listen && options.listen !== state.listen) {
+      throw restart(`on ${state.listen}`, `--listen ${options.listen}`);
+    }
     if (options.apiReplicas && options.apiReplicas !== state.api_replicas) {
-      throw change("--api-replicas", String(state.api_replicas));
+      throw restart(`with ${state.api_replicas} API replicas`, `--api-replicas ${options.apiReplicas}`);
     }
     const pid = current === "embedded" ? (readPid(paths) ?? null) : null;
     if (await probeHealth(origin)) {
@@ -115,7 +117,12 @@ export async function startSelfHost(options: StartOptions & { wizard?: boolean }
     info(`starting svc self-host in compose mode on ${state.listen}:${state.port}…`);
     const spinner = createSpinner();
     try {
-      await startCompose(paths, state, (text) => (process.stderr.isTTY ? spinner.update(text) : info(`  ${text}`)));
+      let last = "";
+      await startCompose(paths, state, (text) => {
+        if (process.stderr.isTTY) spinner.update(text);
+        else if (text !== last) info(`  ${text}`);
+        last = text;
+      });
     } finally {
       spinner.stop();
     }
