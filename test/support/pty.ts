@@ -2,6 +2,7 @@ import { execa } from "execa";
 import { BIN, type CliEnv } from "./cli.ts";
 
 // Cursor moves and line clears readline writes: what a person sees is the text between them.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters being removed
 const CONTROL = /\u001b\[[0-9;?]*[A-Za-z]/g;
 
 /**

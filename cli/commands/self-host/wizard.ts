@@ -5,7 +5,6 @@
 import { CliError, usageError } from "../../errors.ts";
 import { info } from "../../output.ts";
 import { checkGateway } from "./gateway-checks.ts";
-import { isAlive, readPid } from "./process.ts";
 import { Interrupted, interactive } from "./prompt.ts";
 import { runningMode } from "./running-mode.ts";
 import { configuredModel, ensureState, type SelfHostPaths, type SelfHostState, selfHostPaths } from "./state.ts";
