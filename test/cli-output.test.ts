@@ -1,10 +1,10 @@
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { type CliEnv, cliHome, newGitApp, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 
@@ -29,11 +29,7 @@ describe("the CLI's results and errors (real binary, real API)", () => {
     user = await seedUser(api.services);
     env = cliHome().env;
     repo = join(mkdtempSync(join(tmpdir(), "svc-out-")), "app");
-    mkdirSync(repo);
-    await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
-      cwd: repo,
-      env: GIT_ENV,
-    });
+    await newGitApp(repo);
   });
   afterAll(async () => {
     await api?.close();

@@ -4,7 +4,7 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "./support/cli.ts";
+import { freePort, WITHOUT_SESSION } from "./support/cli.ts";
 
 const REPO_ROOT = new URL("..", import.meta.url).pathname;
 const SLOW = 600_000;
@@ -26,11 +26,7 @@ describe("README's first command in a fresh clone, then svc update and svc unins
   // A fresh HOME, SVC_HOME, config file and shim directory, nothing of the developer's svc session; the
   // machine's npm cache, so npm ci need not download.
   const env = {
-    SVC_CLI_TOKEN: undefined,
-    SVC_EXECUTOR_TOKEN: undefined,
-    SVC_API_URL: undefined,
-    SVC_PROJECT_ID: undefined,
-    NO_COLOR: "1",
+    ...WITHOUT_SESSION,
     HOME: join(dir, "home"),
     SVC_HOME: join(dir, "svc-home"),
     SVC_CONFIG_FILE: join(dir, "config", "config.json"),

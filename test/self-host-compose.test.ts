@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type Docker from "dockerode";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cliHome, freePort } from "./support/cli.ts";
+import { cliHome, freePort, shipNewApp } from "./support/cli.ts";
 import { execIn, ROOT, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 
@@ -72,16 +72,7 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     timings.firstStart = Date.now() - started;
     expect(start.code, start.stderr).toBe(0);
     project = (await status()).compose_project;
-    mkdirSync(app);
-    await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
-      cwd: app,
-      env: GIT_ENV,
-    });
-    expect((await svc(["init"])).code).toBe(0);
-    await execa("bash", ["-c", "git add -A && git commit -qm scaffold"], { cwd: app, env: GIT_ENV });
-    const ship = await svc(["ship"]);
-    expect(ship.code, ship.stderr).toBe(0);
-    projectId = JSON.parse(readFileSync(join(app, ".svc", "link.json"), "utf8")).project_id;
+    projectId = await shipNewApp(app, svc);
   }, 600_000);
 
   afterAll(async () => {

@@ -1,13 +1,11 @@
-import { mkdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type Docker from "dockerode";
-import { execa } from "execa";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireChromium } from "./support/browser.ts";
-import { cliHome, freePort, machineAddress, svc } from "./support/cli.ts";
+import { cliHome, freePort, machineAddress, shipNewApp, svc } from "./support/cli.ts";
 import { execIn, removeInstallationNetworks, removeProjectContainers, requireDocker } from "./support/docker.ts";
-import { GIT_ENV } from "./support/git-fixture.ts";
 
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 
@@ -28,15 +26,7 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     port = await freePort();
     const start = await svc(["self-host", "start", "--port", String(port)], { env: home.env });
     expect(start.code, start.stderr).toBe(0);
-    mkdirSync(app);
-    await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
-      cwd: app,
-      env: GIT_ENV,
-    });
-    expect((await run(["init"])).code).toBe(0);
-    await execa("bash", ["-c", "git add -A && git commit -qm scaffold"], { cwd: app, env: GIT_ENV });
-    const ship = await run(["ship"]);
-    expect(ship.code, ship.stderr).toBe(0);
+    await shipNewApp(app, run);
   }, 300_000);
   afterAll(async () => {
     const project = JSON.parse(readFileSync(join(app, ".svc", "link.json"), "utf8")).project_id;

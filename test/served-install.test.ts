@@ -8,7 +8,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { TOKEN_PREFIX } from "../protocol/token.ts";
-import { freePort } from "./support/cli.ts";
+import { freePort, WITHOUT_SESSION } from "./support/cli.ts";
 
 const REPO_ROOT = new URL("..", import.meta.url).pathname;
 const BUNDLE = join(REPO_ROOT, "dist", "sandbox", "svc.mjs");
@@ -52,11 +52,7 @@ describe("the API serves its install script; svc update and uninstall on a serve
   const adminToken = newSecret(TOKEN_PREFIX);
   // The user's machine: a fresh HOME, SVC_HOME, config, prefix and shim directory; none of the developer's svc.
   const env = {
-    SVC_CLI_TOKEN: undefined,
-    SVC_EXECUTOR_TOKEN: undefined,
-    SVC_API_URL: undefined,
-    SVC_PROJECT_ID: undefined,
-    NO_COLOR: "1",
+    ...WITHOUT_SESSION,
     HOME: join(dir, "home"),
     SVC_HOME: join(dir, "home", ".svc"),
     SVC_CONFIG_FILE: join(dir, "config", "config.json"),

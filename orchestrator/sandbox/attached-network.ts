@@ -40,16 +40,29 @@ export function attachedNetworking(options: {
   const { docker } = options;
   const pool = parsePool(options.subnetPool);
 
+  // This container's id and compose labels do not change while it runs: looked up once.
+  let selfInfo: Promise<{ id: string; labels: Record<string, string> }> | undefined;
+  const self = () => {
+    selfInfo ??= docker
+      .getContainer(options.self)
+      .inspect()
+      .then((c) => ({ id: c.Id, labels: c.Config.Labels ?? {} }));
+    selfInfo.catch(() => {
+      selfInfo = undefined;
+    });
+    return selfInfo;
+  };
+
   /** This API's container and its replicas: the compose service's running containers. */
   async function apiContainers(): Promise<string[]> {
-    const self = await docker.getContainer(options.self).inspect();
-    const project = self.Config.Labels?.[COMPOSE_PROJECT];
-    const service = self.Config.Labels?.[COMPOSE_SERVICE];
-    if (!project || !service) return [self.Id];
+    const { id, labels } = await self();
+    const project = labels[COMPOSE_PROJECT];
+    const service = labels[COMPOSE_SERVICE];
+    if (!project || !service) return [id];
     const peers = await docker.listContainers({
       filters: { label: [`${COMPOSE_PROJECT}=${project}`, `${COMPOSE_SERVICE}=${service}`], status: ["running"] },
     });
-    return [...new Set([self.Id, ...peers.map((p) => p.Id)])];
+    return [...new Set([id, ...peers.map((p) => p.Id)])];
   }
 
   async function join(networkId: string, container: string): Promise<void> {
@@ -132,19 +145,20 @@ export function attachedNetworking(options: {
       const networks = await docker.listNetworks({
         filters: { label: [`${NETWORK_LABEL}=sandbox`, `${OWNER_LABELS.installationId}=${installationId}`] },
       });
-      const self = (await docker.getContainer(options.self).inspect()).Id;
+      const { id } = await self();
+      const sandboxes = await docker.listContainers({
+        all: true,
+        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`] },
+      });
+      const withSandbox = new Set(sandboxes.map((c) => c.Labels[OWNER_LABELS.sandboxId]));
       let joined = 0;
       for (const summary of networks) {
         const sandboxId = summary.Labels?.[OWNER_LABELS.sandboxId];
-        const sandboxes = await docker.listContainers({
-          all: true,
-          filters: { label: [`${OWNER_LABELS.sandboxId}=${sandboxId}`] },
-        });
-        if (sandboxes.length === 0 && Date.now() - Date.parse(summary.Created) > ABANDONED_AFTER_MS) {
+        if (!withSandbox.has(sandboxId) && Date.now() - Date.parse(summary.Created) > ABANDONED_AFTER_MS) {
           await removeNetwork(summary.Id);
           continue;
         }
-        await join(summary.Id, self);
+        await join(summary.Id, id);
         joined += 1;
       }
       return joined;

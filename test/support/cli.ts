@@ -1,13 +1,23 @@
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import { GIT_ENV } from "./git-fixture.ts";
 
 export { freePort } from "../../scripts/harness/ports.ts";
 
 export const BIN = new URL("../../bin/svc.js", import.meta.url).pathname;
 
 export type CliEnv = Record<string, string | undefined>;
+
+/** Nothing of the developer's own svc session reaches a CLI a test runs. */
+export const WITHOUT_SESSION = {
+  SVC_CLI_TOKEN: undefined,
+  SVC_EXECUTOR_TOKEN: undefined,
+  SVC_API_URL: undefined,
+  SVC_PROJECT_ID: undefined,
+  NO_COLOR: "1",
+} as const;
 
 /** A sandboxed home for the CLI: its own SVC_HOME and config file, nothing inherited from the developer. */
 export function cliHome(): { dir: string; env: CliEnv } {
@@ -17,11 +27,7 @@ export function cliHome(): { dir: string; env: CliEnv } {
     env: {
       SVC_HOME: join(dir, "svc-home"),
       SVC_CONFIG_FILE: join(dir, "config", "config.json"),
-      SVC_CLI_TOKEN: undefined,
-      SVC_EXECUTOR_TOKEN: undefined,
-      SVC_API_URL: undefined,
-      SVC_PROJECT_ID: undefined,
-      NO_COLOR: "1",
+      ...WITHOUT_SESSION,
     },
   };
 }
@@ -59,4 +65,27 @@ export async function svcTty(args: string[], options: { env?: CliEnv } = {}) {
     timeout: 60_000,
   });
   return { code: result.exitCode ?? -1, output: result.stdout };
+}
+
+/** A new git repository at `dir` with one commit on main: a user's app before svc. */
+export async function newGitApp(dir: string): Promise<void> {
+  mkdirSync(dir);
+  await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
+    cwd: dir,
+    env: GIT_ENV,
+  });
+}
+
+/** A user's first steps in a new app: `svc init`, commit, `svc ship` (through `run`); returns the project's id. */
+export async function shipNewApp(
+  dir: string,
+  run: (args: string[]) => Promise<{ code: number; stderr: string }>,
+): Promise<string> {
+  await newGitApp(dir);
+  const init = await run(["init"]);
+  if (init.code !== 0) throw new Error(`svc init failed: ${init.stderr}`);
+  await execa("bash", ["-c", "git add -A && git commit -qm scaffold"], { cwd: dir, env: GIT_ENV });
+  const ship = await run(["ship"]);
+  if (ship.code !== 0) throw new Error(`svc ship failed: ${ship.stderr}`);
+  return JSON.parse(readFileSync(join(dir, ".svc", "link.json"), "utf8")).project_id;
 }

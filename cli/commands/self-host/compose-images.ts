@@ -13,11 +13,15 @@ export const IMAGE_VARIABLES = ["SVC_BASE_IMAGE", "SVC_NODE_IMAGE", "SVC_POSTGRE
 
 export type Progress = (text: string) => void;
 
-async function imageId(name: string): Promise<string | undefined> {
+type ImageInfo = { Id: string; Config?: { Labels?: Record<string, string> | null } };
+
+async function inspectImage(name: string): Promise<ImageInfo | undefined> {
   const res = await dockerGet(`/images/${encodeURIComponent(name)}/json`);
   if ("error" in res) throw new CliError(`the Docker engine did not answer: ${res.error}`);
-  return res.status === 200 ? (JSON.parse(res.body) as { Id: string }).Id : undefined;
+  return res.status === 200 ? (JSON.parse(res.body) as ImageInfo) : undefined;
 }
+
+const imageId = async (name: string) => (await inspectImage(name))?.Id;
 
 function filesUnder(dir: string): string[] {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
@@ -87,15 +91,22 @@ export async function ensureComposeImages(
   const vars: Record<string, string> = {};
   const base = chosen.SVC_BASE_IMAGE ?? LOCAL_BASE_IMAGE;
   vars.SVC_BASE_IMAGE = base;
-  if (!(await imageId(base))) {
+  let baseId = await imageId(base);
+  if (!baseId) {
     if (base !== LOCAL_BASE_IMAGE) throw new CliError(`the base image ${base} is not on this engine: docker pull it`);
     progress(`building the base image ${base} from this machine's Debian mirror…`);
     await runScript("base-image.sh", [base], run.env);
+    baseId = (await imageId(base)) ?? base;
   }
   const node = chosen.SVC_NODE_IMAGE ?? `svc-node:${process.versions.node.split(".")[0]}`;
   vars.SVC_NODE_IMAGE = node;
-  if (!chosen.SVC_NODE_IMAGE) await runScript("node-image.sh", [node], run.env);
-  else if (!(await imageId(node))) throw new CliError(`the node image ${node} is not on this engine: docker pull it`);
+  let nodeImage = await inspectImage(node);
+  // The local node image records the version it packs (scripts/images/node-image.sh): re-packed when node changed.
+  if (!chosen.SVC_NODE_IMAGE && nodeImage?.Config?.Labels?.["dev.svc.node"] !== process.versions.node) {
+    await runScript("node-image.sh", [node], run.env);
+    nodeImage = await inspectImage(node);
+  }
+  if (!nodeImage) throw new CliError(`the node image ${node} is not on this engine: docker pull it`);
 
   // Compose reads the images' names from its environment: the ones chosen so far.
   const withVars = () => ({ ...run, env: { ...run.env, ...vars } });
@@ -108,7 +119,7 @@ export async function ensureComposeImages(
         throw new CliError(`pulling ${chosen.SVC_POSTGRES_IMAGE} failed:\n${pulled.output.trim()}`);
     }
   } else {
-    const key = contentKey([(await imageId(base)) ?? base], filesUnder(join(root, "images", "postgres")));
+    const key = contentKey([baseId], filesUnder(join(root, "images", "postgres")));
     vars.SVC_POSTGRES_IMAGE = `svc-postgres:15-${key}`;
     if (!(await imageId(vars.SVC_POSTGRES_IMAGE))) {
       await build(withVars(), "postgres", vars.SVC_POSTGRES_IMAGE, progress);
@@ -116,7 +127,7 @@ export async function ensureComposeImages(
   }
 
   const apiKey = contentKey(
-    [(await imageId(base)) ?? base, (await imageId(node)) ?? node],
+    [baseId, nodeImage.Id],
     [
       ...filesUnder(join(root, "dist")),
       ...filesUnder(join(root, "images")),

@@ -7,21 +7,13 @@ import { CliError } from "../../errors.ts";
 import { type ComposeRun, compose, composeFiles, composeProject, serviceContainers } from "./compose.ts";
 import { ensureComposeImages, IMAGE_VARIABLES, type Progress } from "./compose-images.ts";
 import { sleep } from "./health.ts";
+import { callerEnv } from "./process.ts";
 import { localOrigin, type SelfHostPaths, type SelfHostState, writeState } from "./state.ts";
 
 const START_TIMEOUT_MS = 180_000;
 
 /** Besides the settings `start` manages, the compose file's own: its database, and the images it runs. */
 const SET_BY_COMPOSE = new Set(["DATABASE_URL", ...IMAGE_VARIABLES]);
-
-/** The caller's environment without its SVC_ variables: the stack's come from selfhost.json only. */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith("SVC_") && k !== "DATABASE_URL" && !k.startsWith("COMPOSE_")) env[k] = v;
-  }
-  return env;
-}
 
 /** The API's settings from `env set`, as a compose override file (JSON is YAML; `$` doubled against interpolation). */
 function writeSettings(path: string, state: SelfHostState): void {
@@ -43,7 +35,7 @@ export function composeRun(paths: SelfHostPaths, state: SelfHostState): ComposeR
     project: composeProject(paths),
     files,
     env: {
-      ...baseEnv(),
+      ...callerEnv(),
       SVC_POSTGRES_PASSWORD: state.postgres_password ?? "",
       SVC_SECRETS_KEY: state.secrets_key,
       SVC_BOOTSTRAP_TOKEN_HASH: hashSecret(state.admin_token),

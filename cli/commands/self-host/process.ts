@@ -11,6 +11,16 @@ function apiCommand(root: string): string[] {
   return ["--import", "tsx", join(root, "api", "main.ts")];
 }
 
+/** The caller's environment without what must not leak into the stack (its config comes from selfhost.json):
+ * svc's own variables, a database URL, and compose's project settings. */
+export function callerEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith("SVC_") && !k.startsWith("COMPOSE_") && k !== "DATABASE_URL") env[k] = v;
+  }
+  return env;
+}
+
 export function readPid(paths: SelfHostPaths): number | undefined {
   try {
     const pid = Number(readFileSync(paths.pid, "utf8").trim());

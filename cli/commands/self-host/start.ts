@@ -7,7 +7,7 @@ import { info } from "../../output.ts";
 import { createSpinner } from "../../spinner.ts";
 import { startCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
-import { clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
+import { callerEnv, clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
 import { ensureState, localOrigin, type SelfHostPaths, type StackMode, selfHostPaths, writeState } from "./state.ts";
 import { firstStartWizard } from "./wizard.ts";
@@ -24,15 +24,6 @@ export type StartResult = {
   listen: string;
   already_running: boolean;
 };
-
-/** Variables of the caller's shell that must not leak into the stack: its config comes from selfhost.json. */
-function inheritedEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith("SVC_") && k !== "DATABASE_URL") env[k] = v;
-  }
-  return env;
-}
 
 async function registerHost(origin: string, token: string): Promise<void> {
   const res = await fetch(`${origin}/v1/accounts/me`, { headers: { authorization: `Bearer ${token}` } });
@@ -129,7 +120,7 @@ export async function startSelfHost(options: StartOptions & { wizard?: boolean }
   } else {
     info(`starting svc self-host on ${state.listen}:${state.port} (data in ${paths.home})…`);
     pid = spawnApi(paths, {
-      ...inheritedEnv(),
+      ...callerEnv(),
       ...state.env,
       SVC_HOME: paths.home,
       SVC_PORT: String(state.port),

@@ -1,13 +1,12 @@
 import { MODEL_SETUP_COMMAND } from "../../../protocol/env.ts";
 import { ApiHealth } from "../../../protocol/health.ts";
-import { ProjectList } from "../../../protocol/project.ts";
-import { SessionList } from "../../../protocol/session.ts";
 import { VERSION } from "../../../protocol/version.ts";
 import { createApiClient } from "../../api-client.ts";
 import { printJson, printLine } from "../../output.ts";
 import { composeProject, type ServiceContainer, serviceContainers } from "./compose.ts";
 import { readPid } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
+import { allSessions } from "./stack-sessions.ts";
 import { configuredModel, ensureState, localOrigin, type StackMode, selfHostPaths } from "./state.ts";
 
 export type StackStatus = {
@@ -40,12 +39,8 @@ async function health(origin: string): Promise<ApiHealth | undefined> {
 
 /** Running sessions of every project the admin sees. */
 async function runningSessions(origin: string, token: string): Promise<number> {
-  const api = createApiClient({ baseUrl: origin, token });
-  const { projects } = await api.request("GET", "/v1/projects", ProjectList);
-  const lists = await Promise.all(
-    projects.map((p) => api.request("GET", `/v1/projects/${p.id}/sessions`, SessionList)),
-  );
-  return lists.flatMap((l) => l.sessions).filter((s) => s.status === "running").length;
+  const sessions = await allSessions(createApiClient({ baseUrl: origin, token }));
+  return sessions.filter(({ session }) => session.status === "running").length;
 }
 
 export async function stackStatus(): Promise<StackStatus> {

@@ -1,18 +1,18 @@
-import { ProjectList } from "../../../protocol/project.ts";
-import { Session, SessionList } from "../../../protocol/session.ts";
+import { Session } from "../../../protocol/session.ts";
 import { createApiClient } from "../../api-client.ts";
 import { info } from "../../output.ts";
 import { stopCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
 import { clearPid, isAlive, readPid } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
-import { ensureState, localOrigin, selfHostPaths } from "./state.ts";
+import { allSessions } from "./stack-sessions.ts";
+import { ensureState, localOrigin, type StackMode, selfHostPaths } from "./state.ts";
 
 const GRACE_MS = 15_000;
 
 export type StopResult = {
   stopped: boolean;
-  mode: "embedded" | "compose" | null;
+  mode: StackMode | null;
   pid: number | null;
   sessions_stopped: number;
 };
@@ -20,16 +20,13 @@ export type StopResult = {
 /** Stops every running session through the API (sandbox removed, branch and record kept), while it still answers. */
 async function stopSessions(origin: string, token: string): Promise<number> {
   const api = createApiClient({ baseUrl: origin, token });
-  const { projects } = await api.request("GET", "/v1/projects", ProjectList);
-  let stopped = 0;
-  for (const project of projects) {
-    const { sessions } = await api.request("GET", `/v1/projects/${project.id}/sessions`, SessionList);
-    for (const s of sessions.filter((s) => s.status === "running" || s.status === "provisioning")) {
-      await api.request("POST", `/v1/projects/${project.id}/sessions/${s.session_id}/stop`, Session);
-      stopped += 1;
-    }
+  const live = (await allSessions(api)).filter(
+    ({ session }) => session.status === "running" || session.status === "provisioning",
+  );
+  for (const { projectId, session } of live) {
+    await api.request("POST", `/v1/projects/${projectId}/sessions/${session.session_id}/stop`, Session);
   }
-  return stopped;
+  return live.length;
 }
 
 async function stopProcess(pid: number): Promise<void> {
