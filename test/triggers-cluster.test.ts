@@ -83,7 +83,8 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       b: b.services.orchestrator!.startBackgroundWork({ cluster: clusters.b!, idleMs: 3_600_000 }),
     };
     const slugs = (api: TestApi) => api.services.orchestrator!.triggerScheduler!.scheduledSlugs(project.id);
-    for (let i = 0; i < 100 && slugs(a).length + slugs(b).length === 0; i++) await sleep(50);
+    // A scheduler records its triggers one by one (each awaits the database): wait for both, not the first.
+    for (let i = 0; i < 100 && slugs(a).length + slugs(b).length < 2; i++) await sleep(50);
     const [leader, standby] = slugs(a).length > 0 ? (["a", "b"] as const) : (["b", "a"] as const);
     expect(slugs({ a, b }[leader]).sort()).toEqual(["later", "once"]);
     expect(slugs({ a, b }[standby])).toEqual([]);
