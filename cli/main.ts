@@ -1,4 +1,4 @@
-import { CommanderError } from "commander";
+import { type Command, CommanderError } from "commander";
 import { plainText } from "../protocol/terminal-text.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
 import { buildProgram } from "./program.ts";
@@ -6,13 +6,13 @@ import { buildProgram } from "./program.ts";
 /** Help and version are successes; every other commander complaint is a usage error (SPEC: exit 2). */
 const SUCCESS_CODES = new Set(["commander.helpDisplayed", "commander.help", "commander.version"]);
 
-function exitOverrideAll(cmd: ReturnType<typeof buildProgram>): void {
+function exitOverrideAll(cmd: Command): void {
   cmd.exitOverride();
   for (const sub of cmd.commands) exitOverrideAll(sub);
 }
 
 async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
+  const program = await buildProgram(argv.slice(2));
   exitOverrideAll(program);
   try {
     await program.parseAsync(argv);

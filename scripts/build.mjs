@@ -7,7 +7,7 @@ const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8"));
 rmSync(new URL("dist/", root), { recursive: true, force: true });
 await build({
   absWorkingDir: root.pathname,
-  entryPoints: { svc: "cli/main.ts", api: "api/main.ts", edge: "api/edge/main.ts" },
+  entryPoints: { api: "api/main.ts", edge: "api/edge/main.ts" },
   outdir: "dist",
   outExtension: { ".js": ".mjs" },
   bundle: true,
@@ -17,6 +17,25 @@ await build({
   packages: "external",
   sourcemap: "linked",
   logLevel: "warning",
+});
+// The CLI in chunks: `svc <noun>` loads the code of that noun only (cli/program.ts), with its dependencies bundled
+// in, since resolving and loading their many files from node_modules costs more at start-up than the command.
+await build({
+  absWorkingDir: root.pathname,
+  entryPoints: { svc: "cli/main.ts" },
+  outdir: "dist",
+  outExtension: { ".js": ".mjs" },
+  chunkNames: "cli/[name]-[hash]",
+  splitting: true,
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  sourcemap: "linked",
+  logLevel: "warning",
+  banner: {
+    js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);",
+  },
 });
 cpSync(new URL("api/db/migrations/", root), new URL("dist/migrations/", root), { recursive: true });
 // The dashboard's browser scripts, served as they are: beside the bundle as beside their module.

@@ -1,5 +1,6 @@
 // `npm run bench`: figures as ratios against baselines measured in the same run; exits 1 when a target is missed.
 import postgres from "postgres";
+import { benchCliStart } from "./cli-start.ts";
 import { benchCrRead } from "./cr-read.ts";
 import { benchDaemonProxy } from "./daemon-proxy.ts";
 import { benchMergePreview } from "./merge-preview.ts";
@@ -8,6 +9,10 @@ import { benchSelfHostModes } from "./self-host-modes.ts";
 
 const lines: string[] = [];
 let ok = true;
+
+const cli = benchCliStart();
+lines.push(cli.line);
+ok &&= cli.ok;
 
 const preview = await benchMergePreview();
 lines.push(preview.line);
