@@ -15,6 +15,11 @@ import { createTokenStore } from "./auth/token-store.ts";
 import { changeRequestRoutes } from "./change-requests/routes.ts";
 import { createChangeRequestService } from "./change-requests/service.ts";
 import { createChangeRequestStore } from "./change-requests/store.ts";
+import { type ChannelBridge, createChannelBridge } from "./channels/bridge.ts";
+import { channelRoutes } from "./channels/routes.ts";
+import { runTurn } from "./channels/session-turn.ts";
+import { createSlackClient, type SlackSettings } from "./channels/slack-client.ts";
+import { createChannelStore } from "./channels/store.ts";
 import { createBrowserSessions } from "./dashboard/browser-sessions.ts";
 import { dashboardRoutes } from "./dashboard/routes.ts";
 import { signInLinkRoutes } from "./dashboard/sign-in-links.ts";
@@ -83,6 +88,8 @@ export type AppOptions = {
   instanceId?: string;
   /** The CLI file /install.sh installs; default this package's build (dist/sandbox/svc.mjs). */
   cliBundle?: string;
+  /** Slack app credentials (svc channels); without a signing secret the events endpoint answers 503. */
+  slack?: SlackSettings;
 };
 
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
@@ -120,11 +127,18 @@ export function createServices(
   });
   const manifests = createManifestReader({ repos, sql });
   const projects = createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`);
+  const accounts = createAccountStore(sql);
+  let channels: ChannelBridge | undefined;
   const changeRequests = createChangeRequestService({
     store: createChangeRequestStore(sql),
     repos,
     previews: createPreviewCache(),
-    onMerged: (project) => reloadTriggers(project.id),
+    onMerged: (project, cr) => {
+      reloadTriggers(project.id);
+      channels?.crMerged(project, cr);
+    },
+    onCreated: (project, cr) => channels?.crCreated(project, cr),
+    onClosed: (project, cr) => channels?.crClosed(project, cr),
   });
   const triggerStore = createTriggerStore(sql);
   let sessions: SessionService | undefined;
@@ -190,6 +204,18 @@ export function createServices(
       cipher,
       sandboxTargets,
     });
+  const slack = options.slack ?? { apiUrl: "https://slack.com/api" };
+  const channelStore = createChannelStore(sql);
+  channels = createChannelBridge({
+    store: channelStore,
+    slack: createSlackClient(slack, log),
+    projects,
+    accounts,
+    sessions,
+    runTurn: (project, sessionId, text) => runTurn({ sessions: sessions! }, project, sessionId, text),
+    publicUrl,
+    log,
+  });
   return {
     sql,
     publicUrl,
@@ -202,7 +228,7 @@ export function createServices(
     sessions,
     reposDir: join(options.dataDir, "repos"),
     hooksDir: installHooks(options.dataDir),
-    accounts: createAccountStore(sql),
+    accounts,
     projects,
     tokens,
     cloneCredentials: createCloneCredentials(sql),
@@ -214,6 +240,9 @@ export function createServices(
     sessionStore,
     browserSessions: createBrowserSessions(sql),
     onPushed: (projectId: string) => reloadTriggers(projectId),
+    slack,
+    channelStore,
+    channels,
   };
 }
 
@@ -268,6 +297,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
   await app.register(triggerRoutes(services));
+  await app.register(channelRoutes(services));
   await app.register(signInLinkRoutes(services));
   const cliBundle = createCliBundleSource({
     path: options.cliBundle ?? defaultCliBundlePath(),

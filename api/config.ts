@@ -30,6 +30,7 @@ export type ApiConfig = {
   /** The CLI bundle served at /v1/cli/svc.mjs; undefined: this package's own build. */
   cliBundle: string | undefined;
   logLevel: StackEnv["SVC_LOG_LEVEL"];
+  slack: { signingSecret: string | undefined; botToken: string | undefined; apiUrl: string };
 };
 
 /** A GitHub App is used when all three of its settings are; a partial one is a mistake worth stopping for. */
@@ -98,5 +99,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     bodyLimit: e.SVC_BODY_LIMIT_BYTES,
     cliBundle: e.SVC_CLI_BUNDLE,
     logLevel: e.SVC_LOG_LEVEL,
+    slack: { signingSecret: e.SVC_SLACK_SIGNING_SECRET, botToken: e.SVC_SLACK_BOT_TOKEN, apiUrl: e.SVC_SLACK_API_URL },
   };
 }

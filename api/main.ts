@@ -51,6 +51,7 @@ const { app, services } = await buildApp({
   bodyLimit: config.bodyLimit,
   logLevel: config.logLevel,
   cliBundle: config.cliBundle,
+  slack: config.slack,
 });
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);

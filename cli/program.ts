@@ -4,9 +4,6 @@ import { VERSION } from "../protocol/version.ts";
 import { usageError } from "./errors.ts";
 import { printJson, printLine } from "./output.ts";
 
-/** SPEC commands this build does not have yet: never mistaken for a new project's name. */
-const NOT_YET = ["channels"];
-
 /**
  * The top-level commands by the words that select them (names and aliases), each loaded only when run: a command
  * pulls in its own modules and schemas, and `svc <noun> …` should pay for that noun alone. Help and an unknown word
@@ -19,6 +16,7 @@ export const COMMANDS: { words: string[]; hidden?: boolean; load: () => Promise<
   { words: ["cr"], load: async () => [(await import("./commands/cr.ts")).crCommand()] },
   { words: ["sessions"], load: async () => [(await import("./commands/sessions.ts")).sessionsCommand()] },
   { words: ["triggers"], load: async () => [(await import("./commands/triggers.ts")).triggersCommand()] },
+  { words: ["channels"], load: async () => [(await import("./commands/channels.ts")).channelsCommand()] },
   { words: ["secrets", "env"], load: async () => (await import("./commands/secrets.ts")).secretsCommands() },
   { words: ["ship", "deploy"], load: async () => [(await import("./commands/ship.ts")).shipCommand()] },
   { words: ["self-host"], load: async () => [(await import("./commands/self-host/index.ts")).selfHostCommand()] },
@@ -73,7 +71,6 @@ export async function buildProgram(args: string[]): Promise<Command> {
     .allowExcessArguments()
     .action((name: string | undefined, _o, cmd: Command) => {
       if (!name) return program.help({ error: false });
-      if (NOT_YET.includes(name)) throw usageError(`unknown command '${name}': not in this version of svc`);
       const near = program.commands.flatMap((c) => [c.name(), ...c.aliases()]).find((c) => editDistance(c, name) <= 2);
       if (near) throw usageError(`unknown command '${name}' (did you mean ${near}?)`);
       if (cmd.args.length > 1) throw usageError(`unknown command '${name}'; see 'svc help'`);

@@ -32,6 +32,10 @@ export const ErrorCode = z.enum([
   "SESSION_NOT_RUNNING",
   "TRIGGER_NOT_FOUND",
   "TRIGGER_UNCHANGED",
+  "CHANNEL_NOT_FOUND",
+  "CHANNEL_TAKEN",
+  /** An Events API request whose signature or timestamp does not check out. */
+  "SIGNATURE_INVALID",
   "SANDBOX_UNREACHABLE",
   "SANDBOX_BACKEND_FAILED",
   "IMAGE_BUILD_FAILED",

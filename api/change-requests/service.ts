@@ -23,6 +23,9 @@ export type ChangeRequestDeps = {
   previews: PreviewCache;
   /** Told after a CR merged (its base branch moved): e.g. the trigger scheduler re-reads the manifest. */
   onMerged?: (project: Project, cr: ChangeRequest) => void;
+  /** Told after a CR was opened or closed (e.g. the chat thread of its session hears of it). */
+  onCreated?: (project: Project, cr: ChangeRequest) => void;
+  onClosed?: (project: Project, cr: ChangeRequest) => void;
 };
 
 const MERGE_ATTEMPTS = 3;
@@ -149,7 +152,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         throw apiError("BRANCH_NOT_FOUND", `branch '${body.head_ref}' does not exist`, { field: "head_ref" });
       if (tips && !baseSha)
         throw apiError("BRANCH_NOT_FOUND", `branch '${baseRef}' does not exist`, { field: "base_ref" });
-      return store.create({
+      const created = await store.create({
         accountId: project.account_id,
         projectId: project.id,
         title: body.title,
@@ -162,6 +165,8 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         createdBy: userId,
         metadata: body.metadata ?? {},
       });
+      deps.onCreated?.(project, created);
+      return created;
     },
 
     async edit(project: Project, ref: string, title?: string, description?: string): Promise<ChangeRequest> {
@@ -174,7 +179,9 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         const cr = await load(project, ref);
         if (cr.status === "merged") throw apiError("CR_MERGED", `CR #${cr.number} is merged and cannot be closed`);
         if (cr.status === "closed") return cr;
-        return (await store.close(cr.cr_id, userId))!;
+        const closed = (await store.close(cr.cr_id, userId))!;
+        deps.onClosed?.(project, closed);
+        return closed;
       }),
 
     reopen: (project: Project, ref: string) =>

@@ -34,7 +34,7 @@ function daemonCode(text: string): string | undefined {
 
 /** One control call to a session's daemon with its service key; the daemon's own errors map onto the catalogue. */
 async function control<S extends z.ZodType>(
-  deps: SessionAccessDeps,
+  deps: Pick<SessionAccessDeps, "sessions">,
   project: Project,
   sessionId: string,
   path: string,
@@ -64,7 +64,7 @@ async function control<S extends z.ZodType>(
 
 /** Sends a message to the session's agent; the conversation it went to. */
 export async function sendMessage(
-  deps: SessionAccessDeps,
+  deps: Pick<SessionAccessDeps, "sessions">,
   project: Project,
   sessionId: string,
   body: SessionMessageBody,

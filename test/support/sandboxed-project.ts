@@ -25,11 +25,12 @@ export type SandboxedProject = {
 export async function startSandboxedProject(
   name: string,
   settings: Partial<SandboxSettings> = {},
+  app: Pick<NonNullable<Parameters<typeof startApi>[1]>, "slack"> = {},
 ): Promise<SandboxedProject> {
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");
   const port = await freePort();
-  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port, settings) });
+  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port, settings), ...app });
   const user = await seedUser(api.services);
   const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name } })).body;
   const repo = await workRepo(authedUrl(project.repo_url, user.token));
