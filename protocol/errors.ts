@@ -32,6 +32,11 @@ export const ErrorCode = z.enum([
   "SESSION_NOT_RUNNING",
   "TRIGGER_NOT_FOUND",
   "TRIGGER_UNCHANGED",
+  "APP_NOT_FOUND",
+  /** Rollback asked for with no earlier live revision to return to. */
+  "APP_NO_PREVIOUS_REVISION",
+  /** SVC_APP_PROVIDER=none: apps are listed, never deployed. */
+  "APPS_DISABLED",
   "SANDBOX_UNREACHABLE",
   "SANDBOX_BACKEND_FAILED",
   "IMAGE_BUILD_FAILED",
