@@ -1,6 +1,7 @@
 import { Command, Option } from "commander";
 import { editDistance } from "../protocol/edit-distance.ts";
 import { VERSION } from "../protocol/version.ts";
+import { appsCommand } from "./commands/apps.ts";
 import { authCommands } from "./commands/auth.ts";
 import { crCommand } from "./commands/cr.ts";
 import { gitCredentialCommand } from "./commands/git-credential.ts";
@@ -40,6 +41,7 @@ export function buildProgram(): Command {
   program.addCommand(crCommand());
   program.addCommand(sessionsCommand());
   program.addCommand(triggersCommand());
+  program.addCommand(appsCommand());
   for (const cmd of secretsCommands()) program.addCommand(cmd);
   program.addCommand(shipCommand());
   program.addCommand(selfHostCommand());

@@ -111,7 +111,10 @@ export const DEFAULT_APP_DOCKERFILE = ".svc/Dockerfile";
 const RepoPath = z
   .string()
   .min(1)
-  .refine((p) => !p.startsWith("/") && !p.split("/").includes(".."), "a path inside the repository (relative, no '..')");
+  .refine(
+    (p) => !p.startsWith("/") && !p.split("/").includes(".."),
+    "a path inside the repository (relative, no '..')",
+  );
 
 /** One `[[apps]]` entry: a long-running app deployed from the default branch. */
 export const AppSpec = z

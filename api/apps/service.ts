@@ -25,7 +25,12 @@ export function appOrigin(deps: Pick<AppServiceDeps, "publicUrl" | "previewDomai
   return `${api.protocol}//${app}--${projectId}.${domain}${api.port ? `:${api.port}` : ""}`;
 }
 
-function statusOf(enabled: boolean, inManifest: boolean, newest: AppDeployRecord | undefined, live: boolean): AppStatus {
+function statusOf(
+  enabled: boolean,
+  inManifest: boolean,
+  newest: AppDeployRecord | undefined,
+  live: boolean,
+): AppStatus {
   if (!enabled) return "disabled";
   if (!newest) return inManifest ? "pending" : "removed";
   if (newest.status === "building" || newest.status === "starting") return "deploying";
@@ -99,7 +104,8 @@ export function createAppService(deps: AppServiceDeps) {
     async redeploy(project: Project, name: string): Promise<AppDeploy> {
       const deployer = deployerOf();
       const app = await find(project, name);
-      if (!app.spec) throw apiError("APP_NOT_FOUND", `app '${name}' is no longer in svc.toml on ${project.default_branch}`);
+      if (!app.spec)
+        throw apiError("APP_NOT_FOUND", `app '${name}' is no longer in svc.toml on ${project.default_branch}`);
       const d = await deployer.redeploy(project.id, name);
       if (!d) throw apiError("APP_NOT_FOUND", `no app '${name}' in svc.toml on ${project.default_branch}`);
       return toAppDeploy(d);

@@ -3,7 +3,15 @@ import type { Project } from "../../protocol/project.ts";
 import { redact } from "../../protocol/redact.ts";
 import { plainText } from "../../protocol/terminal-text.ts";
 import { OrchestratorError } from "../errors.ts";
-import type { AppDeployRecord, AppsPort, Log, NewAppDeploy, ProjectApps, RepositoryPort, SecretsPort } from "../ports.ts";
+import type {
+  AppDeployRecord,
+  AppsPort,
+  Log,
+  NewAppDeploy,
+  ProjectApps,
+  RepositoryPort,
+  SecretsPort,
+} from "../ports.ts";
 import { createBuildKeys } from "./build-key.ts";
 import type { AppProvider } from "./provider.ts";
 import { waitHealthy } from "./wait-healthy.ts";
@@ -155,7 +163,16 @@ export function createAppDeployer(deps: DeployerDeps) {
           if (newest && newest.status !== "stopped" && newest.tip_key === key) return;
           // Recorded here, run on the app's queue: the next sync already sees this attempt.
           await start(
-            { project_id: projectId, app: spec.name, revision: tip.commit, key, tip_key: key, spec, trigger: "merge", rollback_of: null },
+            {
+              project_id: projectId,
+              app: spec.name,
+              revision: tip.commit,
+              key,
+              tip_key: key,
+              spec,
+              trigger: "merge",
+              rollback_of: null,
+            },
             pa.project,
           );
         }),
@@ -237,7 +254,16 @@ export function createAppDeployer(deps: DeployerDeps) {
       if (!pa || !spec || !pa.commit) return undefined;
       const key = await keyAt({ ...pa, commit: pa.commit }, spec);
       return start(
-        { project_id: projectId, app, revision: pa.commit, key, tip_key: key, spec, trigger: "redeploy", rollback_of: null },
+        {
+          project_id: projectId,
+          app,
+          revision: pa.commit,
+          key,
+          tip_key: key,
+          spec,
+          trigger: "redeploy",
+          rollback_of: null,
+        },
         pa.project,
       );
     },

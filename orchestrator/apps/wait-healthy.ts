@@ -44,5 +44,7 @@ export async function waitHealthy(options: {
     if (i % 5 === 4 && !(await provider.inspect(id))?.running) throw await fail("the app's container exited");
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
-  throw await fail(`the app did not answer GET ${options.path} with 2xx within ${Math.round(options.timeoutMs / 1000)}s`);
+  throw await fail(
+    `the app did not answer GET ${options.path} with 2xx within ${Math.round(options.timeoutMs / 1000)}s`,
+  );
 }
