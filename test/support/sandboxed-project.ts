@@ -1,6 +1,6 @@
 import type Docker from "dockerode";
 import { expect } from "vitest";
-import type { SandboxSettings } from "../../api/app.ts";
+import type { AppOptions, SandboxSettings } from "../../api/app.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
 import { freePort } from "./cli.ts";
 import { freshDatabase, type TestDatabase } from "./databases.ts";
@@ -25,11 +25,17 @@ export type SandboxedProject = {
 export async function startSandboxedProject(
   name: string,
   settings: Partial<SandboxSettings> = {},
+  options: { apps?: AppOptions["apps"] } = {},
 ): Promise<SandboxedProject> {
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");
   const port = await freePort();
-  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port, settings) });
+  const api = await startApi(db.sql, {
+    host: "0.0.0.0",
+    port,
+    orchestrator: orchestratorFor(port, settings),
+    ...options,
+  });
   const user = await seedUser(api.services);
   const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name } })).body;
   const repo = await workRepo(authedUrl(project.repo_url, user.token));
