@@ -4,7 +4,7 @@ import httpProxy from "http-proxy";
 import type { Forwarder } from "../../protocol/http-forward.ts";
 import { type AuthDeps, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
-import { errorResponse, writeError } from "../http/error-handler.ts";
+import { refuseUpgrade, writeError } from "../http/error-handler.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
 import type { AppDeployStore } from "./store.ts";
 
@@ -77,14 +77,7 @@ export function createAppHosts(deps: AppHostDeps, forward: Forwarder, logError: 
       socket.on("error", () => socket.destroy());
       target(req, place)
         .then((origin) => proxy.ws(req, socket, head, { target: origin }, () => socket.destroy()))
-        .catch((err) => {
-          const { status, body } = errorResponse(err);
-          if (status === 500) logError(err);
-          const text = JSON.stringify(body);
-          socket.end(
-            `HTTP/1.1 ${status} Error\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
-          );
-        });
+        .catch((err) => refuseUpgrade(socket, err, logError));
       return true;
     },
   };

@@ -14,7 +14,7 @@ import {
 } from "../../protocol/sandbox-access.ts";
 import { authorizeProject, bearer, type Principal, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
-import { errorResponse } from "../http/error-handler.ts";
+import { errorResponse, refuseUpgrade } from "../http/error-handler.ts";
 import { parseInput } from "../http/validate.ts";
 import { Params } from "./routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
@@ -169,14 +169,7 @@ export function execUpgrade(deps: SessionAccessDeps, logError: (err: unknown) =>
       });
       socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${EXEC_UPGRADE}\r\n\r\n`);
       relay(socket, head, running);
-    })().catch((err) => {
-      const { status, body } = errorResponse(err);
-      if (status === 500) logError(err);
-      const text = JSON.stringify(body);
-      socket.end(
-        `HTTP/1.1 ${status} Error\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
-      );
-    });
+    })().catch((err) => refuseUpgrade(socket, err, logError));
     return true;
   };
 }
