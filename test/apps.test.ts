@@ -18,7 +18,7 @@ port = 8080
 env = ["GREETING"]
 health_path = "/"
 ${extra}`;
-const BROKEN_DOCKERFILE = "ARG SVC_BASE_IMAGE\nFROM ${SVC_BASE_IMAGE}\nRUN echo compiling && exit 3\n";
+const BROKEN_DOCKERFILE = ["ARG SVC_BASE_IMAGE", "FROM $SVC_BASE_IMAGE", "RUN echo compiling && exit 3", ""].join("\n");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Deploy = { id: string; status: string; revision: string; trigger: string; error: string | null };

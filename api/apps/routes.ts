@@ -1,8 +1,8 @@
-import { once } from "node:events";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { AppDeployList, AppParams } from "../../protocol/app.ts";
 import { LogsQuery } from "../../protocol/sandbox-access.ts";
+import { sendJsonLines } from "../http/json-lines.ts";
 import { parseInput } from "../http/validate.ts";
 import type { AppService } from "./service.ts";
 
@@ -42,18 +42,7 @@ export function appRoutes(deps: { apps: AppService }) {
         tail: query.tail,
         signal: abort.signal,
       });
-      reply.hijack();
-      const res = reply.raw;
-      res.on("close", () => abort.abort());
-      res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
-      try {
-        for await (const line of lines) {
-          if (!res.write(`${JSON.stringify(line)}\n`)) await once(res, "drain", { signal: abort.signal });
-        }
-      } catch {
-        // The client left, or the engine cut the stream as the container went away.
-      }
-      res.end();
+      await sendJsonLines(reply, lines, abort);
     });
   };
 }

@@ -1,10 +1,9 @@
 import { Command, Option } from "commander";
 import { type App, AppDeploy, AppDeployList, AppDetail, AppList } from "../../protocol/app.ts";
-import { SandboxLogLine } from "../../protocol/sandbox-access.ts";
-import { plainText } from "../../protocol/terminal-text.ts";
 import type { Context } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { parsePositiveInt } from "../flag-parsers.ts";
+import { printLogLines } from "../log-lines.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
 import { projectCommand } from "../project-command.ts";
 import { printTable } from "../table.ts";
@@ -107,18 +106,7 @@ export function appsCommand(): Command {
       .option("-n, --tail <n>", "only the last n lines so far", parsePositiveInt),
   ).action(async (name: string, _o, cmd: Command) => {
     const { opts, ctx, path } = projectCommand<{ follow?: boolean; tail?: number }>(cmd, "apps");
-    const stop = new AbortController();
-    process.once("SIGINT", () => stop.abort());
-    const query = {
-      follow: opts.follow ? "1" : undefined,
-      tail: opts.tail === undefined ? undefined : String(opts.tail),
-    };
-    const plain = !process.stdout.isTTY;
-    for await (const value of ctx.client.jsonLines(path(appPath(name, "/logs")), query, stop.signal)) {
-      const entry = SandboxLogLine.parse(value);
-      const line = plain ? plainText(entry.line) : entry.line;
-      process.stdout.write(opts.json ? `${JSON.stringify({ stream: entry.stream, line })}\n` : `${line}\n`);
-    }
+    await printLogLines(ctx, path(appPath(name, "/logs")), opts);
   });
 
   for (const [verb, what] of [
