@@ -12,6 +12,7 @@ import type {
   RepositoryPort,
   SecretsPort,
 } from "../ports.ts";
+import { createSerialQueues } from "../serial-queues.ts";
 import { createBuildKeys } from "./build-key.ts";
 import type { AppProvider } from "./provider.ts";
 import { waitHealthy } from "./wait-healthy.ts";
@@ -50,7 +51,6 @@ function describeFailure(err: unknown): string {
 export function createAppDeployer(deps: DeployerDeps) {
   const { port, provider, log } = deps;
   const buildKey = createBuildKeys();
-  const queues = new Map<string, Promise<void>>();
   /** Deploys this process runs (or has queued): the reconciler leaves them alone. */
   const inFlight = new Set<string>();
   let lead: () => Promise<boolean> = async () => false;
@@ -60,16 +60,8 @@ export function createAppDeployer(deps: DeployerDeps) {
   let moveCursor: string | null = null;
   let timers: NodeJS.Timeout[] = [];
 
-  function serial(key: string, fn: () => Promise<void>): Promise<void> {
-    const next = (queues.get(key) ?? Promise.resolve()).then(fn).catch((err) => {
-      log("app deploy failed", { app: key, error: (err as Error).message });
-    });
-    queues.set(key, next);
-    void next.finally(() => {
-      if (queues.get(key) === next) queues.delete(key);
-    });
-    return next;
-  }
+  /** One deploy at a time per app (`<project>/<app>`), one sync at a time per project. */
+  const serial = createSerialQueues((key, err) => log("app deploy failed", { app: key, error: err.message }));
 
   async function keyAt(pa: ProjectApps & { commit: string }, spec: AppSpec): Promise<string> {
     return buildKey(await deps.repos.gitDir(pa.project), pa.commit, spec, await deps.platformImage());

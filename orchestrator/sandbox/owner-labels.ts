@@ -8,18 +8,6 @@ export const OWNER_LABELS: Record<keyof SandboxOwner, string> = {
   projectId: "dev.svc.project",
 };
 
-export const toLabels = (owner: SandboxOwner) =>
-  Object.fromEntries(Object.entries(OWNER_LABELS).map(([field, label]) => [label, owner[field as keyof SandboxOwner]]));
-
-export function toOwner(labels: Record<string, string> | undefined): Partial<SandboxOwner> {
-  const owner: Partial<SandboxOwner> = {};
-  for (const [field, label] of Object.entries(OWNER_LABELS)) {
-    const value = labels?.[label];
-    if (value) owner[field as keyof SandboxOwner] = value;
-  }
-  return owner;
-}
-
 /** An app container's labels: the installation and project as a sandbox's, then its app and deploy. */
 export const APP_LABELS: Record<keyof AppOwner, string> = {
   installationId: OWNER_LABELS.installationId,
@@ -28,14 +16,22 @@ export const APP_LABELS: Record<keyof AppOwner, string> = {
   deployId: "dev.svc.deploy",
 };
 
-export const toAppLabels = (owner: AppOwner) =>
-  Object.fromEntries(Object.entries(APP_LABELS).map(([field, label]) => [label, owner[field as keyof AppOwner]]));
+const labelsOf = <T extends Record<string, string>>(names: Record<keyof T, string>, owner: T) =>
+  Object.fromEntries(Object.entries(names).map(([field, label]) => [label as string, owner[field as keyof T]]));
 
-export function toAppOwner(labels: Record<string, string> | undefined): Partial<AppOwner> {
-  const owner: Partial<AppOwner> = {};
-  for (const [field, label] of Object.entries(APP_LABELS)) {
+function ownerOf<T extends Record<string, string>>(
+  names: Record<keyof T, string>,
+  labels: Record<string, string> | undefined,
+): Partial<T> {
+  const owner: Partial<T> = {};
+  for (const [field, label] of Object.entries(names) as [keyof T, string][]) {
     const value = labels?.[label];
-    if (value) owner[field as keyof AppOwner] = value;
+    if (value) owner[field] = value as T[keyof T];
   }
   return owner;
 }
+
+export const toLabels = (owner: SandboxOwner) => labelsOf(OWNER_LABELS, owner);
+export const toOwner = (labels: Record<string, string> | undefined) => ownerOf<SandboxOwner>(OWNER_LABELS, labels);
+export const toAppLabels = (owner: AppOwner) => labelsOf(APP_LABELS, owner);
+export const toAppOwner = (labels: Record<string, string> | undefined) => ownerOf<AppOwner>(APP_LABELS, labels);
