@@ -1,8 +1,9 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinCluster } from "../orchestrator/cluster.ts";
-import { call } from "./support/api-server.ts";
+import { call, seedUser, startApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
+import { freshDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
@@ -223,5 +224,36 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     }
     expect((await appGet(otherToken)).status).toBe(403);
     expect((await appGet(undefined)).status).toBe(401);
+  }, 60_000);
+});
+
+describe("apps with SVC_APP_PROVIDER=none", () => {
+  it("lists the manifest's apps as disabled and refuses redeploy and rollback naming the setting", async () => {
+    const db = await freshDatabase("pglite");
+    const api = await startApi(db.sql, { apps: { provider: "none" } });
+    try {
+      const user = await seedUser(api.services);
+      const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Off" } })).body;
+      const repo = await workRepo(authedUrl(project.repo_url, user.token));
+      await repo.commit("apps", { "svc.toml": manifest("v1") });
+      expect((await repo.push("main")).code).toBe(0);
+      const at = (path: string, method = "GET") =>
+        call(api.url, method, `/v1/projects/${project.id}/apps${path}`, {
+          token: user.token,
+          body: method === "POST" ? {} : undefined,
+        });
+      expect((await at("")).body.apps).toEqual([
+        expect.objectContaining({ name: "web", status: "disabled", last_deploy: null }),
+      ]);
+      for (const verb of ["redeploy", "rollback"]) {
+        const res = await at(`/web/${verb}`, "POST");
+        expect(res.status).toBe(409);
+        expect(res.body).toMatchObject({ code: "APPS_DISABLED" });
+        expect(res.body.error).toContain("SVC_APP_PROVIDER");
+      }
+    } finally {
+      await api.close();
+      await db.drop();
+    }
   }, 60_000);
 });
