@@ -10,6 +10,11 @@ import { createForwarder } from "../protocol/http-forward.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
+import { APP_ENDPOINT_TTL_MS, type AppHosts, createAppHosts } from "./apps/app-host.ts";
+import { createAppsPort } from "./apps/port.ts";
+import { appRoutes } from "./apps/routes.ts";
+import { createAppService } from "./apps/service.ts";
+import { createAppDeployStore } from "./apps/store.ts";
 import { registerAuthentication } from "./auth/authenticate.ts";
 import { createTokenStore } from "./auth/token-store.ts";
 import { changeRequestRoutes } from "./change-requests/routes.ts";
@@ -90,6 +95,8 @@ export type AppOptions = {
   cliBundle?: string;
   /** Slack app credentials (svc channels); without a signing secret the events endpoint answers 503. */
   slack?: SlackSettings;
+  /** Where `[[apps]]` deploy (SVC_APP_PROVIDER): local containers beside the sandboxes, or nowhere (default). */
+  apps?: { provider: "local" | "none"; healthTimeoutMs?: number };
 };
 
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
@@ -154,6 +161,8 @@ export function createServices(
   const triggerPort = createTriggerPort({ store: triggerStore, projects, manifests, triggers });
   const sessionStore = createSessionStore(sql);
   const sandboxTargets = createTtlCache<string, SandboxTarget>(SANDBOX_TARGET_TTL_MS);
+  const appDeploys = createAppDeployStore(sql);
+  const appEndpoints = createTtlCache<string, string | undefined>(APP_ENDPOINT_TTL_MS);
 
   /** The orchestrator's ports, implemented by this API's stores. */
   function composeOrchestrator(o: NonNullable<AppOptions["orchestrator"]>): Orchestrator {
@@ -178,6 +187,14 @@ export function createServices(
       sealServiceKey: (key) => cipher?.encrypt(key, SANDBOX_SERVICE_KEY_CONTEXT) ?? null,
       onSandboxClosed: (sessionId) => sandboxTargets.delete(sessionId),
       triggers: triggerPort,
+      apps:
+        options.apps?.provider === "local"
+          ? {
+              port: createAppsPort({ store: appDeploys, projects, manifests, triggers: triggerStore }),
+              onSwitched: (projectId, app) => appEndpoints.delete(`${projectId}/${app}`),
+              healthTimeoutMs: options.apps.healthTimeoutMs,
+            }
+          : undefined,
       log,
     });
   }
@@ -186,6 +203,7 @@ export function createServices(
   if (orchestrator) {
     reloadTriggers = (projectId) => {
       void orchestrator.reloadTriggers(projectId).catch((err) => log("trigger reload failed", { error: String(err) }));
+      void orchestrator.apps?.sync(projectId).catch((err) => log("app sync failed", { error: String(err) }));
       // On a standby the reload does nothing: refreshing the stored manifest is what tells the leader.
       void projects
         .byId(projectId)
@@ -216,11 +234,19 @@ export function createServices(
     publicUrl,
     log,
   });
+  const previewDomain = () =>
+    options.previewDomain ?? (LOOPBACK_HOSTS.has(new URL(publicUrl()).hostname) ? "localhost" : undefined);
+  const apps = createAppService({
+    store: appDeploys,
+    manifests,
+    deployer: () => orchestrator?.apps,
+    publicUrl,
+    previewDomain,
+  });
   return {
     sql,
     publicUrl,
-    previewDomain: () =>
-      options.previewDomain ?? (LOOPBACK_HOSTS.has(new URL(publicUrl()).hostname) ? "localhost" : undefined),
+    previewDomain,
     repos,
     installationId,
     instanceId,
@@ -237,6 +263,9 @@ export function createServices(
     manifests,
     triggers,
     triggerPort,
+    apps,
+    appDeploys,
+    appEndpoints,
     sessionStore,
     browserSessions: createBrowserSessions(sql),
     onPushed: (projectId: string) => reloadTriggers(projectId),
@@ -251,10 +280,11 @@ export type Services = ReturnType<typeof createServices>;
 export async function buildApp(options: AppOptions): Promise<{ app: FastifyInstance; services: Services }> {
   // Preview hosts (`<port>-<session>.<domain>`) own every path, so they are routed before Fastify sees them.
   let previews: Previews | undefined;
+  let appHosts: AppHosts | undefined;
   const app = Fastify({
     serverFactory: (handler) =>
       createServer((req, res) => {
-        if (!previews?.serveHost(req, res)) handler(req, res);
+        if (!previews?.serveHost(req, res) && !appHosts?.serveHost(req, res)) handler(req, res);
       }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     // The router's and the HTTP parser's own refusals answer in the catalogue's shape too.
@@ -298,6 +328,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(sessionRoutes(services));
   await app.register(triggerRoutes(services));
   await app.register(channelRoutes(services));
+  await app.register(appRoutes(services));
   await app.register(signInLinkRoutes(services));
   const cliBundle = createCliBundleSource({
     path: options.cliBundle ?? defaultCliBundlePath(),
@@ -311,7 +342,12 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(sandboxLogRoutes(services));
   previews = createPreviews(services, forward, (err) => app.log.error({ err }, "preview failed"));
   await app.register(previews.routes);
+  appHosts = createAppHosts(services, forward, (err) => app.log.error({ err }, "app request failed"));
   const exec = execUpgrade(services, (err) => app.log.error({ err }, "exec failed"));
-  app.server.on("upgrade", (req, socket, head) => exec(req, socket, head) || previews?.upgrade(req, socket, head));
+  app.server.on(
+    "upgrade",
+    (req, socket, head) =>
+      exec(req, socket, head) || appHosts?.upgrade(req, socket, head) || previews?.upgrade(req, socket, head),
+  );
   return { app, services };
 }

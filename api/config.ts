@@ -25,6 +25,8 @@ export type ApiConfig = {
     idleMs: number;
     llm: { baseUrl?: string; apiKey?: string; model?: string };
   };
+  /** Where `[[apps]]` deploy: local containers on this engine, or none. */
+  apps: { provider: StackEnv["SVC_APP_PROVIDER"] };
   bootstrapTokenHash: string | undefined;
   bodyLimit: number;
   /** The CLI bundle served at /v1/cli/svc.mjs; undefined: this package's own build. */
@@ -95,6 +97,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       idleMs: e.SVC_IDLE_TIMEOUT_S * 1000,
       llm: { baseUrl: e.SVC_LLM_BASE_URL, apiKey: e.SVC_LLM_API_KEY, model: e.SVC_AGENT_MODEL },
     },
+    apps: { provider: e.SVC_APP_PROVIDER },
     bootstrapTokenHash: e.SVC_BOOTSTRAP_TOKEN_HASH,
     bodyLimit: e.SVC_BODY_LIMIT_BYTES,
     cliBundle: e.SVC_CLI_BUNDLE,

@@ -48,6 +48,7 @@ const { app, services } = await buildApp({
       llm: o.llm,
     },
   },
+  apps: config.apps,
   bodyLimit: config.bodyLimit,
   logLevel: config.logLevel,
   cliBundle: config.cliBundle,

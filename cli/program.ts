@@ -16,6 +16,7 @@ export const COMMANDS: { words: string[]; hidden?: boolean; load: () => Promise<
   { words: ["cr"], load: async () => [(await import("./commands/cr.ts")).crCommand()] },
   { words: ["sessions"], load: async () => [(await import("./commands/sessions.ts")).sessionsCommand()] },
   { words: ["triggers"], load: async () => [(await import("./commands/triggers.ts")).triggersCommand()] },
+  { words: ["apps"], load: async () => [(await import("./commands/apps.ts")).appsCommand()] },
   { words: ["channels"], load: async () => [(await import("./commands/channels.ts")).channelsCommand()] },
   { words: ["secrets", "env"], load: async () => (await import("./commands/secrets.ts")).secretsCommands() },
   { words: ["ship", "deploy"], load: async () => [(await import("./commands/ship.ts")).shipCommand()] },

@@ -1,7 +1,9 @@
+import { createAppDeployer } from "./apps/deployer.ts";
+import { createLocalAppProvider } from "./apps/local-provider.ts";
 import type { Cluster } from "./cluster.ts";
 import { createIdleSweeper } from "./idle-sweeper.ts";
 import { platformImageResolver } from "./images/platform-image.ts";
-import type { TriggerPort } from "./ports.ts";
+import type { AppsPort, TriggerPort } from "./ports.ts";
 import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
 import { createReconciler } from "./reconciler.ts";
 import { createSandboxAccess } from "./sandbox/access.ts";
@@ -15,6 +17,8 @@ export type OrchestratorDeps = Omit<ProvisionerDeps, "platformImage"> & {
   baseImage: string;
   /** The manifests' triggers and their firings; without it nothing is scheduled. */
   triggers?: TriggerPort;
+  /** The manifests' apps and their deploy history; without it (SVC_APP_PROVIDER=none) nothing is deployed. */
+  apps?: { port: AppsPort; onSwitched: (projectId: string, app: string) => void; healthTimeoutMs?: number };
 };
 
 /**
@@ -22,12 +26,21 @@ export type OrchestratorDeps = Omit<ProvisionerDeps, "platformImage"> & {
  * work (reconciler, idle sweeper) that runs while this process leads the cluster.
  */
 export function createOrchestrator(deps: OrchestratorDeps) {
-  const provisioner = createProvisioner({
-    ...deps,
-    platformImage: platformImageResolver(deps.driver, { root: deps.root, baseImage: deps.baseImage }),
-  });
+  const platformImage = platformImageResolver(deps.driver, { root: deps.root, baseImage: deps.baseImage });
+  const provisioner = createProvisioner({ ...deps, platformImage });
 
   const triggers = deps.triggers && createTriggerScheduler({ port: deps.triggers, log: deps.log });
+  const apps =
+    deps.apps &&
+    createAppDeployer({
+      ...deps.apps,
+      provider: createLocalAppProvider({ driver: deps.driver, limits: deps.settings.limits }),
+      repos: deps.repos,
+      secrets: deps.secrets,
+      platformImage,
+      installationId: deps.installationId,
+      log: deps.log,
+    });
 
   /**
    * Reconciles at start and then, with the idle sweep, on a timer, while this process leads (the others keep
@@ -64,9 +77,11 @@ export function createOrchestrator(deps: OrchestratorDeps) {
       setInterval(whileLeading("idle sweep", sweep), TICK_MS),
     ];
     void triggers?.start(cluster.lead);
+    void apps?.start(cluster);
     return () => {
       for (const t of timers) clearInterval(t);
       triggers?.stop();
+      apps?.stop();
     };
   }
 
@@ -77,6 +92,8 @@ export function createOrchestrator(deps: OrchestratorDeps) {
     /** Rebuilds a project's trigger jobs from its default branch (a no-op while this process does not lead). */
     reloadTriggers: (projectId: string) => triggers?.reload(projectId) ?? Promise.resolve(),
     triggerScheduler: triggers,
+    /** Deploys `[[apps]]` (undefined when the installation deploys none). */
+    apps,
   };
 }
 

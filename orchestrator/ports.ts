@@ -1,4 +1,5 @@
-import type { TriggerSpec } from "../protocol/manifest.ts";
+import type { DeployStatus, DeployTrigger } from "../protocol/app.ts";
+import type { AppSpec, TriggerSpec } from "../protocol/manifest.ts";
 import type { Project } from "../protocol/project.ts";
 import type { SandboxStatus, Session, SessionStatus } from "../protocol/session.ts";
 
@@ -114,3 +115,62 @@ export type TriggerPort = {
 };
 
 export type Log = (msg: string, extra?: Record<string, unknown>) => void;
+
+/** One deploy of an app, as the deployer records it (table app_deploys). */
+export type AppDeployRecord = {
+  id: string;
+  project_id: string;
+  app: string;
+  revision: string;
+  /** The app's build inputs' hash at `revision`. */
+  key: string;
+  /** The default branch's key when this deploy was started: the next change of it is what redeploys. A rollback
+   * keeps the key it rolled back from here, so the next tick does not undo it. */
+  tip_key: string;
+  spec: AppSpec;
+  image: string | null;
+  status: DeployStatus;
+  trigger: DeployTrigger;
+  rollback_of: string | null;
+  container_id: string | null;
+  endpoint: string | null;
+  error: string | null;
+  instance_id: string | null;
+  started_at: Date;
+  finished_at: Date | null;
+};
+
+export type NewAppDeploy = Pick<
+  AppDeployRecord,
+  "project_id" | "app" | "revision" | "key" | "tip_key" | "spec" | "trigger" | "rollback_of"
+>;
+
+/** A project's apps as its default branch defines them. */
+export type ProjectApps = {
+  project: Project;
+  /** The default branch's tip; null when there is none yet. */
+  commit: string | null;
+  /** Null when the repository could not be read just now: the project's deploys stay as they are. */
+  apps: AppSpec[] | null;
+};
+
+/** What the app deployer needs: the manifests' apps, the deploy history, the moves of default branches. */
+export type AppsPort = {
+  projectIds(): Promise<string[]>;
+  project(projectId: string): Promise<ProjectApps | undefined>;
+  /** As TriggerPort.movedSince: default branches other API processes saw move. */
+  movedSince(cursor: string | null): Promise<{ projectIds: string[]; cursor: string }>;
+  insert(deploy: NewAppDeploy & { instance_id: string | null }): Promise<AppDeployRecord>;
+  update(
+    id: string,
+    fields: Partial<Pick<AppDeployRecord, "status" | "image" | "container_id" | "endpoint" | "error">> & {
+      finished?: boolean;
+    },
+  ): Promise<void>;
+  /** The app's newest deploy attempt, any status. */
+  newest(projectId: string, app: string): Promise<AppDeployRecord | undefined>;
+  /** Deploys in `building`, `starting` or `live`, of one project or all. */
+  active(projectId?: string): Promise<AppDeployRecord[]>;
+  /** The newest `superseded` deploy of the app started before `before` with another key: what a rollback returns to. */
+  previousLive(projectId: string, app: string, before: Date, key: string): Promise<AppDeployRecord | undefined>;
+};

@@ -36,6 +36,11 @@ export const ErrorCode = z.enum([
   "CHANNEL_TAKEN",
   /** An Events API request whose signature or timestamp does not check out. */
   "SIGNATURE_INVALID",
+  "APP_NOT_FOUND",
+  /** Rollback asked for with no earlier live revision to return to. */
+  "APP_NO_PREVIOUS_REVISION",
+  /** SVC_APP_PROVIDER=none: apps are listed, never deployed. */
+  "APPS_DISABLED",
   "SANDBOX_UNREACHABLE",
   "SANDBOX_BACKEND_FAILED",
   "IMAGE_BUILD_FAILED",

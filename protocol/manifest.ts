@@ -96,17 +96,42 @@ export const EnvSpec = z.record(z.string(), EnvVarSpec).superRefine((env, ctx) =
 });
 export type EnvSpec = z.infer<typeof EnvSpec>;
 
-/** `[[apps]]`: parsed and validated only for now. */
+/** An app's name: part of its hostname (`<name>--<project>.<preview domain>`), so a DNS label's rules apply. */
+export const AppName = z
+  .string()
+  .min(1)
+  .max(24)
+  .regex(/^[a-z0-9-]+$/, "lowercase letters, digits and '-' only")
+  .refine((n) => !n.startsWith("-") && !n.endsWith("-"), "must not start or end with '-'")
+  .refine((n) => !n.includes("--"), "must not contain '--' (it separates the app from the project in its URL)");
+
+export const DEFAULT_APP_DOCKERFILE = ".svc/Dockerfile";
+
+/** A path inside the repository: relative, no `..`. */
+const RepoPath = z
+  .string()
+  .min(1)
+  .refine(
+    (p) => !p.startsWith("/") && !p.split("/").includes(".."),
+    "a path inside the repository (relative, no '..')",
+  );
+
+/** One `[[apps]]` entry: a long-running app deployed from the default branch. */
 export const AppSpec = z
   .object({
-    name: z.string().min(1),
-    build: z.string().optional(),
-    command: z.string().optional(),
-    port: z.number().int().min(1).max(65_535).optional(),
-    env: z.array(z.string()).optional(),
-    health_path: z.string().startsWith("/").optional(),
+    name: AppName,
+    /** The Dockerfile's path in the repository; when the file does not exist the platform image runs the app. */
+    build: RepoPath.default(DEFAULT_APP_DOCKERFILE),
+    /** The directory the build sees as its source; default the repository's root. */
+    context: RepoPath.default("."),
+    /** Run by `sh -c`; optional when the image has a CMD. */
+    command: z.string().min(1).optional(),
+    port: z.number().int().min(1).max(65_535),
+    /** Project secrets (by name) the app gets as env vars. */
+    env: z.array(z.string().regex(ENV_NAME, "a secret's name: letters, digits and '_'")).default([]),
+    health_path: z.string().startsWith("/").default("/"),
   })
-  .loose();
+  .strict();
 export type AppSpec = z.infer<typeof AppSpec>;
 
 export const ProjectSection = z.object({ name: z.string().optional() }).loose();

@@ -137,13 +137,17 @@ describe.each(DATABASE_KINDS)("the manifest in force is the default branch's (%s
 });
 
 describe("svc init's manifest", () => {
-  it("parses, and so does its commented [[triggers]] example once uncommented", () => {
+  it("parses, and so do its commented [[triggers]] and [[apps]] examples once uncommented", () => {
     const text = scaffoldManifest("demo");
     expect(parseManifest(text)).toMatchObject({ manifest: { project: { name: "demo" }, triggers: [] } });
-    const uncommented = text.replace(/^# (\[\[triggers\]\]|[a-z_]+ = .*)$/gm, "$1");
+    const uncommented = text.replace(/^# (\[\[triggers\]\]|\[\[apps\]\]|[a-z_]+ = .*)$/gm, "$1");
     expect(uncommented).toContain("\n[[triggers]]\n");
+    expect(uncommented).toContain("\n[[apps]]\n");
     expect(parseManifest(uncommented)).toMatchObject({
-      manifest: { triggers: [{ slug: "nightly-deps", schedule: "0 3 * * *", enabled: true }] },
+      manifest: {
+        triggers: [{ slug: "nightly-deps", schedule: "0 3 * * *", enabled: true }],
+        apps: [{ name: "web", build: ".svc/Dockerfile", context: ".", port: 3000, health_path: "/" }],
+      },
     });
   });
 });

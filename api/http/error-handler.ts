@@ -1,5 +1,6 @@
 import { type ServerResponse, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { OrchestratorError } from "../../orchestrator/errors.ts";
 import type { ErrorBody } from "../../protocol/errors.ts";
@@ -84,6 +85,16 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     );
   }
   socket.destroy(err);
+}
+
+/** A refused WebSocket (or other) upgrade: the catalogue's answer written on the raw socket, which then closes. */
+export function refuseUpgrade(socket: Duplex, err: unknown, logError: (err: unknown) => void): void {
+  const { status, body } = errorResponse(err);
+  if (status === 500) logError(err);
+  const text = JSON.stringify(body);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+  );
 }
 
 export function registerErrorHandler(app: FastifyInstance): void {

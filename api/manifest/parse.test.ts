@@ -72,8 +72,25 @@ describe("parseManifest", () => {
       },
     ]);
     expect(m.apps).toEqual([
-      { name: "web", command: "npm start", port: 3000, env: ["OPENAI_API_KEY"], health_path: "/health" },
+      {
+        name: "web",
+        build: ".svc/Dockerfile",
+        context: ".",
+        command: "npm start",
+        port: 3000,
+        env: ["OPENAI_API_KEY"],
+        health_path: "/health",
+      },
     ]);
+  });
+
+  it("checks [[apps]] strictly: a hostname-safe name, a port, known keys", () => {
+    const app = (body: string) => errorOf(`[[apps]]\n${body}\n`);
+    for (const name of ["Web", "-web", "web-", "a--b", "x".repeat(25)])
+      expect(app(`name = "${name}"\nport = 80`).key, name).toBe("apps[0].name");
+    expect(app('name = "web"').key).toBe("apps[0].port");
+    expect(app('name = "web"\nport = 80\nimage = "x"').message).toContain("image");
+    expect(app('name = "web"\nport = 80\nbuild = "../x"').key).toBe("apps[0].build");
   });
 
   it("gives the empty default for an empty file", () => {

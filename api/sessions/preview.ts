@@ -7,7 +7,7 @@ import type { Forwarder } from "../../protocol/http-forward.ts";
 import { PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
-import { errorResponse, writeError } from "../http/error-handler.ts";
+import { refuseUpgrade, writeError } from "../http/error-handler.ts";
 import { parseInput } from "../http/validate.ts";
 import { authorizePreview, type PreviewAccess, type PreviewPlace, splitCookies, splitUrl } from "./preview-auth.ts";
 import { PREVIEW_COOKIE } from "./preview-grant.ts";
@@ -132,14 +132,6 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
 
     /** WebSocket upgrades on either kind of preview URL; anything else is refused. */
     upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-      const refuse = (err: unknown) => {
-        const { status, body } = errorResponse(err);
-        if (status === 500) logError(err);
-        const text = JSON.stringify(body);
-        socket.end(
-          `HTTP/1.1 ${status} ${status === 401 ? "Unauthorized" : "Error"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
-        );
-      };
       socket.on("error", () => socket.destroy());
       (async () => {
         const place = placeOf(req);
@@ -148,7 +140,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
         const access = await authorizePreview(deps, req, place, url.grant);
         const { target, headers } = prepare(req, access, place, url.path + url.query, place.cookiePath);
         proxy.ws(req, socket, head, { target, headers }, () => socket.destroy());
-      })().catch(refuse);
+      })().catch((err) => refuseUpgrade(socket, err, logError));
     },
   };
 }

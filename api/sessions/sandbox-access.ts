@@ -14,7 +14,8 @@ import {
 } from "../../protocol/sandbox-access.ts";
 import { authorizeProject, bearer, type Principal, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
-import { errorResponse } from "../http/error-handler.ts";
+import { errorResponse, refuseUpgrade } from "../http/error-handler.ts";
+import { sendJsonLines } from "../http/json-lines.ts";
 import { parseInput } from "../http/validate.ts";
 import { Params } from "./routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
@@ -45,18 +46,7 @@ export function sandboxLogRoutes(deps: SessionAccessDeps) {
         tail: query.tail,
         signal: abort.signal,
       });
-      reply.hijack();
-      const res = reply.raw;
-      res.on("close", () => abort.abort());
-      res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
-      try {
-        for await (const line of lines) {
-          if (!res.write(`${JSON.stringify(line)}\n`)) await once(res, "drain", { signal: abort.signal });
-        }
-      } catch {
-        // The client left, or the engine cut the stream as the sandbox went away: either way the log ends here.
-      }
-      res.end();
+      await sendJsonLines(reply, lines, abort);
     });
   };
 }
@@ -169,14 +159,7 @@ export function execUpgrade(deps: SessionAccessDeps, logError: (err: unknown) =>
       });
       socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${EXEC_UPGRADE}\r\n\r\n`);
       relay(socket, head, running);
-    })().catch((err) => {
-      const { status, body } = errorResponse(err);
-      if (status === 500) logError(err);
-      const text = JSON.stringify(body);
-      socket.end(
-        `HTTP/1.1 ${status} Error\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
-      );
-    });
+    })().catch((err) => refuseUpgrade(socket, err, logError));
     return true;
   };
 }

@@ -2,36 +2,17 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { Duplex } from "node:stream";
 import type { Command } from "commander";
-import {
-  createFrameReader,
-  EXEC_UPGRADE,
-  ExecExit,
-  encodeFrame,
-  Frame,
-  SandboxLogLine,
-} from "../../protocol/sandbox-access.ts";
-import { plainText } from "../../protocol/terminal-text.ts";
+import { createFrameReader, EXEC_UPGRADE, ExecExit, encodeFrame, Frame } from "../../protocol/sandbox-access.ts";
 import type { Context } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parsePositiveInt } from "../flag-parsers.ts";
+import { printLogLines } from "../log-lines.ts";
 import { sessionCommand } from "../session-command.ts";
 
 /** `svc sessions logs <id> [-f] [--tail N] [--json]`: the sandbox's own output (entrypoint, daemon, agent). */
 async function logs(cmd: Command, id: string): Promise<void> {
   const { opts, ctx, path } = await sessionCommand<{ follow?: boolean; tail?: number }>(cmd, id);
-  const stop = new AbortController();
-  // Ctrl-C ends a follow as the normal way out of it.
-  process.once("SIGINT", () => stop.abort());
-  const query = {
-    follow: opts.follow ? "1" : undefined,
-    tail: opts.tail === undefined ? undefined : String(opts.tail),
-  };
-  const plain = !process.stdout.isTTY;
-  for await (const value of ctx.client.jsonLines(path("/logs"), query, stop.signal)) {
-    const entry = SandboxLogLine.parse(value);
-    const line = plain ? plainText(entry.line) : entry.line;
-    process.stdout.write(opts.json ? `${JSON.stringify({ stream: entry.stream, line })}\n` : `${line}\n`);
-  }
+  await printLogLines(ctx, path("/logs"), opts);
 }
 
 type Exec = { cmd: string[]; tty: boolean };

@@ -24,6 +24,17 @@ config_dir = ".svc/agent"
 # enabled = true                   # optional, default true
 # base_ref = "main"                # optional, default the default branch
 # agent = "build"                  # optional, default [agent].name
+
+# Long-running apps (svc apps ls), deployed from the default branch: a merge that changes one redeploys it,
+# an open CR changes nothing. Each answers at http://<name>--<project id>.<preview domain>. Example:
+# [[apps]]
+# name = "web"                     # lowercase letters, digits and '-' (no '--'), at most 24; unique in this file
+# build = ".svc/Dockerfile"        # optional Dockerfile; when the file does not exist the platform image runs it
+# context = "."                    # optional build context (a directory of the repository)
+# command = "npm start"            # optional, run by sh -c; default the image's CMD
+# port = 3000                      # the port the app listens on (it also gets PORT)
+# env = ["DATABASE_URL"]           # optional project secrets it gets as env vars
+# health_path = "/"                # must answer 2xx before traffic switches to a new deploy
 `;
 }
 

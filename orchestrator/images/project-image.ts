@@ -1,17 +1,6 @@
-import { spawn } from "node:child_process";
 import { OrchestratorError } from "../errors.ts";
 import type { SandboxDriver } from "../sandbox/driver.ts";
-
-async function gitOut(dir: string, args: string[]): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const child = spawn("git", ["-C", dir, ...args], { stdio: ["ignore", "pipe", "ignore"] });
-    let out = "";
-    child.stdout.on("data", (c) => {
-      out += c;
-    });
-    child.on("close", (code) => resolve(code === 0 ? out.trim() : undefined));
-  });
-}
+import { gitArchive, gitOut } from "./git-out.ts";
 
 /**
  * The image a session runs: the project's `.svc/Dockerfile` built on the platform image, keyed by the git tree
@@ -30,12 +19,9 @@ export async function resolveSessionImage(
   const platformKey = options.platformImage.split(":").at(-1)!;
   const tag = `svc-project:${tree.slice(0, 16)}-${platformKey}`;
   if (await driver.imageExists(tag)) return tag;
-  const archive = spawn("git", ["-C", options.gitDir, "archive", "--format=tar", tree], {
-    stdio: ["ignore", "pipe", "ignore"],
-  });
   try {
     await driver.buildImage(
-      { tag, context: archive.stdout, buildArgs: { SVC_BASE_IMAGE: options.platformImage } },
+      { tag, context: gitArchive(options.gitDir, tree), buildArgs: { SVC_BASE_IMAGE: options.platformImage } },
       options.onStep,
     );
   } catch (err) {

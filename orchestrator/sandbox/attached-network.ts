@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import type Docker from "dockerode";
 import { describeNetwork, NETWORK_LABEL, networksNamed, type SandboxNetworking, statusOf } from "./networking.ts";
-import { OWNER_LABELS } from "./owner-labels.ts";
+import { APP_LABELS, OWNER_LABELS } from "./owner-labels.ts";
 
 /** Each sandbox's network is a /28: its gateway, the sandbox and up to a dozen API replicas. */
 const BLOCK_BITS = 28;
@@ -150,7 +150,10 @@ export function attachedNetworking(options: {
         all: true,
         filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`] },
       });
-      const withSandbox = new Set(sandboxes.map((c) => c.Labels[OWNER_LABELS.sandboxId]));
+      // An app deploy's container owns its network as a sandbox does (keyed by the deploy's id).
+      const withSandbox = new Set(
+        sandboxes.flatMap((c) => [c.Labels[OWNER_LABELS.sandboxId], c.Labels[APP_LABELS.deployId]]),
+      );
       let joined = 0;
       for (const summary of networks) {
         const sandboxId = summary.Labels?.[OWNER_LABELS.sandboxId];

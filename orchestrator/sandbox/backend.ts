@@ -44,7 +44,6 @@ export async function connectSandboxBackend(options: {
     attached ??
     sharedNetworking({
       docker,
-      servicePort: SANDBOX_SERVICE_PORT,
       onNetwork: choice.kind === "shared" ? choice.onNetwork : undefined,
     });
   return {

@@ -4,13 +4,43 @@ import { plainText } from "../../protocol/terminal-text.ts";
 import { OrchestratorError } from "../errors.ts";
 import { buildFailure, STEP } from "./build-failure.ts";
 import { demux, linesOf } from "./docker-streams.ts";
-import type { ExecSpec, ImageBuild, SandboxDriver, SandboxExec, SandboxInfo, SandboxSpec } from "./driver.ts";
+import type {
+  AppContainerInfo,
+  AppContainerSpec,
+  ExecSpec,
+  ImageBuild,
+  NetworkOwner,
+  SandboxDriver,
+  SandboxExec,
+  SandboxInfo,
+  SandboxSpec,
+} from "./driver.ts";
 import { type ContainerAddresses, type SandboxNetworking, type SandboxPlacement, statusOf } from "./networking.ts";
-import { OWNER_LABELS, toLabels, toOwner } from "./owner-labels.ts";
+import { APP_LABELS, OWNER_LABELS, toAppLabels, toAppOwner, toLabels, toOwner } from "./owner-labels.ts";
 import { sharedNetworking } from "./shared-network.ts";
 
 // Enough for git, package managers and dev servers; nothing that reaches the host (no NET_ADMIN, SYS_ADMIN...).
 const CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"];
+
+/** The port the API reaches a container on, recorded at its creation. */
+const PORT_LABEL = "dev.svc.port";
+
+/** Resource limits and hardening shared by sandboxes and apps. */
+function hostConfig(placement: SandboxPlacement, limits: SandboxSpec["limits"]): Docker.HostConfig {
+  return {
+    NetworkMode: placement.networkId,
+    PortBindings: placement.portBindings,
+    ExtraHosts: [`host.docker.internal:${placement.hostAddress}`],
+    Memory: limits.memoryBytes,
+    NanoCpus: limits.nanoCpus,
+    PidsLimit: limits.pids,
+    Privileged: false,
+    CapDrop: ["ALL"],
+    CapAdd: CAPABILITIES,
+    SecurityOpt: ["no-new-privileges"],
+    Init: false,
+  };
+}
 
 function addressesOfInspect(raw: Docker.ContainerInspectInfo): ContainerAddresses {
   const published = new Map<number, number>();
@@ -59,7 +89,7 @@ export function createDockerDriver(options: {
 }): SandboxDriver {
   const docker = options.docker ?? new Docker();
   const port = `${options.servicePort}/tcp`;
-  const networking = options.networking ?? sharedNetworking({ docker, servicePort: options.servicePort });
+  const networking = options.networking ?? sharedNetworking({ docker });
 
   const toInfo = (
     id: string,
@@ -75,6 +105,43 @@ export function createDockerDriver(options: {
     endpoint: running ? networking.endpoint(addresses, options.servicePort) : null,
   });
 
+  const toAppInfo = (
+    id: string,
+    running: boolean,
+    labels: Record<string, string> | undefined,
+    addresses: ContainerAddresses,
+  ): AppContainerInfo => {
+    const appPort = Number(labels?.[PORT_LABEL]);
+    return {
+      id,
+      running,
+      owner: toAppOwner(labels),
+      endpoint: running && appPort ? networking.endpoint(addresses, appPort) : null,
+    };
+  };
+
+  /** Creates on the container's network; a network pruned behind this process's back is made again, once. */
+  async function createContainer(
+    owner: NetworkOwner,
+    reachedOn: number,
+    describe: (placement: SandboxPlacement) => Docker.ContainerCreateOptions,
+  ): Promise<string> {
+    const createOn = (placement: SandboxPlacement) => {
+      const spec = describe(placement);
+      return docker.createContainer({ ...spec, Labels: { ...spec.Labels, [PORT_LABEL]: String(reachedOn) } });
+    };
+    try {
+      return (await createOn(await networking.place(owner, reachedOn))).id;
+    } catch (err) {
+      if (statusOf(err) !== 404 || !/network/i.test((err as Error).message)) {
+        await networking.release(owner.sandboxId).catch(() => {});
+        throw err;
+      }
+      networking.forget(owner);
+      return (await createOn(await networking.place(owner, reachedOn))).id;
+    }
+  }
+
   async function inspect(id: string): Promise<SandboxInfo | undefined> {
     try {
       const raw = await docker.getContainer(id).inspect();
@@ -87,38 +154,45 @@ export function createDockerDriver(options: {
 
   return withOrchestratorErrors({
     async create(spec: SandboxSpec) {
-      const createOn = (placement: SandboxPlacement) =>
-        docker.createContainer({
-          name: spec.name,
-          Image: spec.image,
-          Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-          Labels: toLabels(spec.owner),
-          ExposedPorts: { [port]: {} },
-          HostConfig: {
-            NetworkMode: placement.networkId,
-            PortBindings: placement.portBindings,
-            ExtraHosts: [`host.docker.internal:${placement.hostAddress}`],
-            Memory: spec.limits.memoryBytes,
-            NanoCpus: spec.limits.nanoCpus,
-            PidsLimit: spec.limits.pids,
-            Privileged: false,
-            CapDrop: ["ALL"],
-            CapAdd: CAPABILITIES,
-            SecurityOpt: ["no-new-privileges"],
-            Init: false,
-          },
-        });
+      return createContainer(spec.owner, options.servicePort, (placement) => ({
+        name: spec.name,
+        Image: spec.image,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Labels: toLabels(spec.owner),
+        ExposedPorts: { [port]: {} },
+        HostConfig: hostConfig(placement, spec.limits),
+      }));
+    },
+
+    async createApp(spec: AppContainerSpec) {
+      const network = { installationId: spec.owner.installationId, sandboxId: spec.owner.deployId };
+      return createContainer(network, spec.port, (placement) => ({
+        name: spec.name,
+        Image: spec.image,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Labels: toAppLabels(spec.owner),
+        ExposedPorts: { [`${spec.port}/tcp`]: {} },
+        ...(spec.command ? { Entrypoint: ["sh", "-c"], Cmd: [spec.command] } : {}),
+        HostConfig: hostConfig(placement, spec.limits),
+      }));
+    },
+
+    async inspectApp(id: string) {
       try {
-        return (await createOn(await networking.place(spec.owner))).id;
+        const raw = await docker.getContainer(id).inspect();
+        return toAppInfo(raw.Id, raw.State.Running, raw.Config.Labels, addressesOfInspect(raw));
       } catch (err) {
-        // The network was removed behind this process's back (`docker network prune`): make it again, once.
-        if (statusOf(err) !== 404 || !/network/i.test((err as Error).message)) {
-          await networking.release(spec.owner.sandboxId).catch(() => {});
-          throw err;
-        }
-        networking.forget(spec.owner);
-        return (await createOn(await networking.place(spec.owner))).id;
+        if (statusOf(err) === 404) return undefined;
+        throw err;
       }
+    },
+
+    async listApps(installationId: string) {
+      const list = await docker.listContainers({
+        all: true,
+        filters: { label: [`${APP_LABELS.installationId}=${installationId}`, APP_LABELS.deployId] },
+      });
+      return list.map((c) => toAppInfo(c.Id, c.State === "running", c.Labels, addressesOfListing(c)));
     },
 
     async start(id: string) {
@@ -138,7 +212,13 @@ export function createDockerDriver(options: {
     },
 
     async remove(id: string) {
-      const sandboxId = (await inspect(id))?.owner.sandboxId;
+      const labels = await docker
+        .getContainer(id)
+        .inspect()
+        .then((raw) => raw.Config.Labels ?? {})
+        .catch(() => ({}) as Record<string, string>);
+      // Its own network, in the layouts that give one: keyed by the sandbox, or by the app's deploy.
+      const networkKey = labels[OWNER_LABELS.sandboxId] ?? labels[APP_LABELS.deployId];
       try {
         await docker.getContainer(id).remove({ force: true, v: true });
       } catch (err) {
@@ -146,7 +226,7 @@ export function createDockerDriver(options: {
         const code = statusOf(err);
         if (code !== 404 && code !== 409) throw err;
       }
-      await networking.release(sandboxId);
+      await networking.release(networkKey);
     },
 
     inspect,
@@ -156,7 +236,7 @@ export function createDockerDriver(options: {
     async listOwned(installationId: string) {
       const list = await docker.listContainers({
         all: true,
-        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`] },
+        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`, OWNER_LABELS.sandboxId] },
       });
       return list.map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
     },
@@ -175,6 +255,7 @@ export function createDockerDriver(options: {
       const stream = await docker.buildImage(context as NodeJS.ReadableStream, {
         t: build.tag,
         buildargs: build.buildArgs ?? {},
+        ...(build.dockerfile ? { dockerfile: build.dockerfile } : {}),
         rm: true,
         forcerm: true,
       });

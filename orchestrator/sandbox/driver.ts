@@ -18,6 +18,32 @@ export type SandboxOwner = {
   projectId: string;
 };
 
+/** Whose an app container is: the installation and project, the app's name and the deploy that made it. */
+export type AppOwner = { installationId: string; projectId: string; app: string; deployId: string };
+
+/** Where a container's network is keyed, in the layouts that give each container its own: a sandbox or a deploy. */
+export type NetworkOwner = { installationId: string; sandboxId: string };
+
+/** A long-running app's container: as isolated as a sandbox, its `port` reachable by the API only. */
+export type AppContainerSpec = {
+  name: string;
+  image: string;
+  env: Record<string, string>;
+  /** Run by `sh -c` instead of the image's entrypoint and CMD; absent: the image's own. */
+  command?: string;
+  port: number;
+  owner: AppOwner;
+  limits: SandboxSpec["limits"];
+};
+
+export type AppContainerInfo = {
+  id: string;
+  running: boolean;
+  owner: Partial<AppOwner>;
+  /** The app's URL as the API reaches it, once running. */
+  endpoint: string | null;
+};
+
 export type SandboxSpec = {
   name: string;
   image: string;
@@ -43,6 +69,8 @@ export type ImageBuild = {
   /** A tar stream of the build context, or a directory and the files in it. */
   context: NodeJS.ReadableStream | { dir: string; files: string[] };
   buildArgs?: Record<string, string>;
+  /** The Dockerfile's path inside the context; default `Dockerfile`. */
+  dockerfile?: string;
 };
 
 /** Where sandboxes meet the host: the host's own address on the sandboxes' network, and that network. */
@@ -85,8 +113,13 @@ export type SandboxDriver = {
   /** The installation's sandbox network if it exists (the first sandbox makes it): the API listens on its host
    * address at start, for sandboxes still running from before. */
   network(installationId: string): Promise<SandboxNetwork | undefined>;
-  /** Every sandbox of one installation, running or not. */
+  /** Every sandbox of one installation, running or not (never its apps' containers). */
   listOwned(installationId: string): Promise<SandboxInfo[]>;
+  /** Creates an app's container (start, stop, remove, logs and environment work on it as on a sandbox). */
+  createApp(spec: AppContainerSpec): Promise<string>;
+  inspectApp(id: string): Promise<AppContainerInfo | undefined>;
+  /** Every app container of one installation, running or not. */
+  listApps(installationId: string): Promise<AppContainerInfo[]>;
   imageExists(tag: string): Promise<boolean>;
   /**
    * Builds and tags an image, telling `onStep` each step as it starts (`2/5 RUN make`); resolves with the build

@@ -1,5 +1,5 @@
 import type Docker from "dockerode";
-import type { SandboxNetwork, SandboxOwner } from "./driver.ts";
+import type { NetworkOwner, SandboxNetwork } from "./driver.ts";
 
 /** Marks the networks the driver creates (with the installation's label beside it). */
 export const NETWORK_LABEL = "dev.svc.network";
@@ -28,9 +28,10 @@ export type SandboxPlacement = {
  * Either way a sandbox reaches the API and the outside world, never another sandbox.
  */
 export type SandboxNetworking = {
-  place(owner: SandboxOwner): Promise<SandboxPlacement>;
+  /** Where the container joins; `port` is the one the API reaches it on (the daemon's, or an app's). */
+  place(owner: NetworkOwner, port: number): Promise<SandboxPlacement>;
   /** The placement's network vanished (`docker network prune`): forget what was cached about it. */
-  forget(owner: SandboxOwner): void;
+  forget(owner: NetworkOwner): void;
   /** The daemon's URL as this API process reaches it, or null when it has none (not running). */
   endpoint(addresses: ContainerAddresses, servicePort: number): string | null;
   /** After a sandbox is removed: its own network goes with it. */

@@ -1,4 +1,4 @@
-import type { SandboxOwner } from "./driver.ts";
+import type { AppOwner, SandboxOwner } from "./driver.ts";
 
 /** Docker labels that record a sandbox's owner; `docker ps --filter label=dev.svc.session=<id>` finds one. */
 export const OWNER_LABELS: Record<keyof SandboxOwner, string> = {
@@ -8,14 +8,30 @@ export const OWNER_LABELS: Record<keyof SandboxOwner, string> = {
   projectId: "dev.svc.project",
 };
 
-export const toLabels = (owner: SandboxOwner) =>
-  Object.fromEntries(Object.entries(OWNER_LABELS).map(([field, label]) => [label, owner[field as keyof SandboxOwner]]));
+/** An app container's labels: the installation and project as a sandbox's, then its app and deploy. */
+export const APP_LABELS: Record<keyof AppOwner, string> = {
+  installationId: OWNER_LABELS.installationId,
+  projectId: OWNER_LABELS.projectId,
+  app: "dev.svc.app",
+  deployId: "dev.svc.deploy",
+};
 
-export function toOwner(labels: Record<string, string> | undefined): Partial<SandboxOwner> {
-  const owner: Partial<SandboxOwner> = {};
-  for (const [field, label] of Object.entries(OWNER_LABELS)) {
+const labelsOf = <T extends Record<string, string>>(names: Record<keyof T, string>, owner: T) =>
+  Object.fromEntries(Object.entries(names).map(([field, label]) => [label as string, owner[field as keyof T]]));
+
+function ownerOf<T extends Record<string, string>>(
+  names: Record<keyof T, string>,
+  labels: Record<string, string> | undefined,
+): Partial<T> {
+  const owner: Partial<T> = {};
+  for (const [field, label] of Object.entries(names) as [keyof T, string][]) {
     const value = labels?.[label];
-    if (value) owner[field as keyof SandboxOwner] = value;
+    if (value) owner[field] = value as T[keyof T];
   }
   return owner;
 }
+
+export const toLabels = (owner: SandboxOwner) => labelsOf(OWNER_LABELS, owner);
+export const toOwner = (labels: Record<string, string> | undefined) => ownerOf<SandboxOwner>(OWNER_LABELS, labels);
+export const toAppLabels = (owner: AppOwner) => labelsOf(APP_LABELS, owner);
+export const toAppOwner = (labels: Record<string, string> | undefined) => ownerOf<AppOwner>(APP_LABELS, labels);

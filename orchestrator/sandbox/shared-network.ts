@@ -26,7 +26,6 @@ export const sandboxNetworkName = (installation: string) => `svc-sandboxes-${ins
 /** The layout for an API on the host: one shared bridge, daemons published on the host's loopback. */
 export function sharedNetworking(options: {
   docker: Docker;
-  servicePort: number;
   /** Awaited each time a network is found or made, before a sandbox joins it: the API listens on its host
    * address (which may change when the network is made again after a prune). */
   onNetwork?: (network: SandboxNetwork) => Promise<void>;
@@ -82,14 +81,14 @@ export function sharedNetworking(options: {
   }
 
   return {
-    async place(owner): Promise<SandboxPlacement> {
+    async place(owner, port): Promise<SandboxPlacement> {
       const network = await ensureNetwork(owner.installationId);
       return {
         networkId: network.id,
         // The host as this network sees it, not the default bridge's gateway: the API listens there even when it
         // listens on loopback only otherwise.
         hostAddress: network.hostAddress,
-        portBindings: { [`${options.servicePort}/tcp`]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
+        portBindings: { [`${port}/tcp`]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
       };
     },
     forget: (owner) => networks.delete(sandboxNetworkName(owner.installationId)),

@@ -1,6 +1,7 @@
 import cron, { type ScheduledTask } from "node-cron";
 import type { TriggerSpec } from "../../protocol/manifest.ts";
 import type { Log, ProjectTriggers, TriggerPort } from "../ports.ts";
+import { createSerialQueues } from "../serial-queues.ts";
 
 /**
  * Missed instants: after a (re)start or a takeover the leader fires at most the single most recent instant it
@@ -39,7 +40,6 @@ export function createTriggerScheduler(options: SchedulerOptions) {
   const { port, log } = options;
   const catchUpMs = options.catchUpMs ?? CATCH_UP_MS;
   const jobs = new Map<string, Map<string, Job>>();
-  const queues = new Map<string, Promise<void>>();
   let lead: () => Promise<boolean> = async () => false;
   let running = false;
   let moveCursor: string | null = null;
@@ -127,16 +127,9 @@ export function createTriggerScheduler(options: SchedulerOptions) {
   }
 
   /** Runs `fn` after the project's previous reload: one project's jobs are rebuilt one reload at a time. */
-  function serial(projectId: string, fn: () => Promise<void>): Promise<void> {
-    const next = (queues.get(projectId) ?? Promise.resolve()).then(fn).catch((err) => {
-      log("trigger reload failed", { project: projectId, error: (err as Error).message });
-    });
-    queues.set(projectId, next);
-    void next.finally(() => {
-      if (queues.get(projectId) === next) queues.delete(projectId);
-    });
-    return next;
-  }
+  const serial = createSerialQueues((projectId, err) =>
+    log("trigger reload failed", { project: projectId, error: err.message }),
+  );
 
   async function reload(projectId: string): Promise<void> {
     if (!running) return;

@@ -16,6 +16,7 @@ export async function startApi(
     host?: string;
     port?: number;
     orchestrator?: AppOptions["orchestrator"];
+    apps?: AppOptions["apps"];
     /** Another replica of an API: the same repositories on a shared volume. */
     dataDir?: string;
     slack?: AppOptions["slack"];
@@ -32,6 +33,7 @@ export async function startApi(
     secretsKey: randomBytes(32).toString("base64"),
     orchestrator: options.orchestrator,
     slack: options.slack,
+    apps: options.apps,
   });
   await app.listen({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

@@ -1,6 +1,6 @@
 import type Docker from "dockerode";
 import { expect } from "vitest";
-import type { SandboxSettings } from "../../api/app.ts";
+import type { AppOptions, SandboxSettings } from "../../api/app.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
 import { freePort } from "./cli.ts";
 import { freshDatabase, type TestDatabase } from "./databases.ts";
@@ -25,7 +25,7 @@ export type SandboxedProject = {
 export async function startSandboxedProject(
   name: string,
   settings: Partial<SandboxSettings> = {},
-  app: Pick<NonNullable<Parameters<typeof startApi>[1]>, "slack"> = {},
+  app: Pick<NonNullable<Parameters<typeof startApi>[1]>, "slack" | "apps"> = {},
 ): Promise<SandboxedProject> {
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");

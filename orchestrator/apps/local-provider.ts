@@ -1,0 +1,74 @@
+import { posix } from "node:path";
+import { redact } from "../../protocol/redact.ts";
+import { OrchestratorError } from "../errors.ts";
+import { gitArchive, gitOut } from "../images/git-out.ts";
+import type { SandboxDriver } from "../sandbox/driver.ts";
+import { treeAt } from "./build-key.ts";
+import type { AppProvider } from "./provider.ts";
+
+/** The local provider: each deploy is a container on this engine, placed and hardened like a sandbox. */
+export function createLocalAppProvider(deps: {
+  driver: SandboxDriver;
+  limits: { memoryBytes: number; nanoCpus: number; pids: number };
+}): AppProvider {
+  const { driver } = deps;
+  return {
+    async image({ gitDir, revision, spec, key, platformImage }) {
+      const dockerfile = await gitOut(gitDir, ["rev-parse", "--verify", "-q", `${revision}:${spec.build}`]);
+      if (!dockerfile) return platformImage;
+      const tag = `svc-app:${key.slice(0, 16)}`;
+      if (await driver.imageExists(tag)) return tag;
+      const context = await gitOut(gitDir, ["rev-parse", "--verify", "-q", treeAt(revision, spec.context)]);
+      if (!context) throw new Error(`the build context '${spec.context}' does not exist at ${revision.slice(0, 7)}`);
+      const inContext = posix.relative(posix.normalize(spec.context), posix.normalize(spec.build));
+      if (inContext.startsWith("..")) {
+        throw new Error(`the Dockerfile '${spec.build}' is outside the build context '${spec.context}'`);
+      }
+      try {
+        await driver.buildImage({
+          tag,
+          context: gitArchive(gitDir, context),
+          dockerfile: inContext,
+          buildArgs: { SVC_BASE_IMAGE: platformImage },
+        });
+      } catch (err) {
+        if (!(err instanceof OrchestratorError) || err.code !== "IMAGE_BUILD_FAILED") throw err;
+        const message = err.message.replace(`image build of ${tag}`, `the build of ${spec.build}`);
+        throw new OrchestratorError("IMAGE_BUILD_FAILED", message, err.log);
+      }
+      return tag;
+    },
+
+    async run({ name, image, spec, env, owner }) {
+      const id = await driver.createApp({
+        name,
+        image,
+        env,
+        command: spec.command,
+        port: spec.port,
+        owner,
+        limits: deps.limits,
+      });
+      await driver.start(id);
+      const info = await driver.inspectApp(id);
+      if (!info?.endpoint) {
+        await driver.remove(id).catch(() => {});
+        throw new Error("the app's container has no address the API can reach");
+      }
+      return { id, endpoint: info.endpoint };
+    },
+
+    inspect: (id) => driver.inspectApp(id),
+    list: (installationId) => driver.listApps(installationId),
+    remove: (id) => driver.remove(id),
+
+    async logs(id, options) {
+      const env = await driver.environment(id);
+      const values = options.secretNames.map((name) => env[name]);
+      const lines = await driver.logs(id, options);
+      return (async function* () {
+        for await (const { stream, line } of lines) yield { stream, line: redact(line, values) };
+      })();
+    },
+  };
+}
