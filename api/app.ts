@@ -10,6 +10,7 @@ import { createForwarder } from "../protocol/http-forward.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
+import { appGrantKey } from "./apps/app-grant.ts";
 import { APP_ENDPOINT_TTL_MS, type AppHosts, createAppHosts } from "./apps/app-host.ts";
 import { createAppsPort } from "./apps/port.ts";
 import { appRoutes } from "./apps/routes.ts";
@@ -236,17 +237,20 @@ export function createServices(
   });
   const previewDomain = () =>
     options.previewDomain ?? (LOOPBACK_HOSTS.has(new URL(publicUrl()).hostname) ? "localhost" : undefined);
+  const appGrants = options.secretsKey ? appGrantKey(options.secretsKey) : undefined;
   const apps = createAppService({
     store: appDeploys,
     manifests,
     deployer: () => orchestrator?.apps,
     publicUrl,
     previewDomain,
+    grantKey: appGrants,
   });
   return {
     sql,
     publicUrl,
     previewDomain,
+    appGrants,
     repos,
     installationId,
     instanceId,

@@ -51,6 +51,10 @@ export type AppList = z.infer<typeof AppList>;
 export const AppDetail = App.extend({ spec: AppSpec.nullable(), deploys: z.array(AppDeploy) });
 export type AppDetail = z.infer<typeof AppDetail>;
 
+/** POST …/apps/{name}/link: the app's URL signed for a browser (no Authorization header needed). */
+export const AppLink = z.object({ url: z.string(), expires_at: z.string() });
+export type AppLink = z.infer<typeof AppLink>;
+
 export const AppDeployList = z.object({ deploys: z.array(AppDeploy) });
 
 export const AppParams = z.object({ projectId: z.string(), name: AppName });

@@ -28,7 +28,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
   let sp: SandboxedProject;
   let repo: WorkRepo;
   let stopBackground: () => void;
-  let cli: (args: string[]) => ReturnType<typeof svc>;
+  let cli: (args: string[], token?: string) => ReturnType<typeof svc>;
   let otherToken: string;
   const merges: string[] = [];
 
@@ -38,29 +38,31 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
   const appHost = () => `web--${sp.project.id}.localhost:${new URL(sp.api.url).port}`;
 
   /** A request to the app's own origin, as a browser or curl with a Host header would send it. */
-  function appGet(token: string | undefined, path = "/"): Promise<{ status: number; body: string }> {
+  function appRequest(
+    path: string,
+    headers: Record<string, string>,
+  ): Promise<{ status: number; body: string; setCookie: string[] }> {
     return new Promise((resolve, reject) => {
       const url = new URL(sp.api.url);
       const req = request(
-        {
-          host: url.hostname,
-          port: url.port,
-          path,
-          headers: { host: appHost(), ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        },
+        { host: url.hostname, port: url.port, path, headers: { host: appHost(), ...headers } },
         (res) => {
           let body = "";
           res.setEncoding("utf8");
           res.on("data", (c) => {
             body += c;
           });
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          res.on("end", () =>
+            resolve({ status: res.statusCode ?? 0, body, setCookie: res.headers["set-cookie"] ?? [] }),
+          );
         },
       );
       req.on("error", reject);
       req.end();
     });
   }
+  const appGet = (token: string | undefined, path = "/") =>
+    appRequest(path, token ? { authorization: `Bearer ${token}` } : {});
   const answer = async () => (await appGet(sp.user.token)).body;
 
   async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
@@ -107,7 +109,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
       SVC_API_URL: `${sp.api.url}/v1`,
       SVC_PROJECT_ID: sp.project.id,
     };
-    cli = (args) => svc(args, { env });
+    cli = (args, token = sp.user.token) => svc(args, { env: { ...env, SVC_CLI_TOKEN: token } });
   }, 120_000);
   afterAll(async () => {
     stopBackground?.();
@@ -224,6 +226,27 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     }
     expect((await appGet(otherToken)).status).toBe(403);
     expect((await appGet(undefined)).status).toBe(401);
+  }, 60_000);
+
+  it("apps open prints a link a browser uses without a token; its cookie carries it; forged links get 401", async () => {
+    const opened = await cli(["apps", "open", "web"]);
+    expect(opened.code).toBe(0);
+    const link = new URL(opened.stdout.trim());
+    expect(link.host).toBe(appHost());
+    const first = await appRequest(link.pathname + link.search, {});
+    expect(first).toMatchObject({ status: 200, body: `v1 ${SECRET}` });
+    const cookie = first.setCookie.find((c) => c.startsWith("svc_app="))!;
+    expect(cookie).toMatch(/HttpOnly/);
+    const again = await appRequest("/other?x=1", { cookie: cookie.split(";")[0]! });
+    expect(again).toMatchObject({ status: 200, body: `v1 ${SECRET}` });
+
+    const grant = link.searchParams.get("svc_app")!;
+    const forged = `${grant.split(".")[0]}.${"A".repeat(43)}`;
+    expect((await appRequest(`/?svc_app=${forged}`, {})).status).toBe(401);
+    // A link for one project's app opens nothing of another's: the grant names the project.
+    const other = await cli(["apps", "open", "web"], otherToken);
+    expect(other.code).toBe(1);
+    expect(other.stdout).toBe("");
   }, 60_000);
 });
 

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { AppDeployList, AppParams } from "../../protocol/app.ts";
 import { LogsQuery } from "../../protocol/sandbox-access.ts";
+import { actingUserId } from "../auth/authenticate.ts";
 import { sendJsonLines } from "../http/json-lines.ts";
 import { parseInput } from "../http/validate.ts";
 import type { AppService } from "./service.ts";
@@ -31,6 +32,12 @@ export function appRoutes(deps: { apps: AppService }) {
         return reply.code(202).send(await apps[verb](req.project!, name));
       });
     }
+
+    app.post(`${BASE}/:name/link`, async (req) => {
+      const { name } = parseInput(AppParams, req.params, "params");
+      parseInput(EmptyBody, req.body, "body");
+      return apps.link(req.project!, name, actingUserId(req.principal!));
+    });
 
     // JSON lines, one {stream, line} each, as `svc sessions logs` reads them.
     app.get(`${BASE}/:name/logs`, async (req, reply) => {

@@ -1,11 +1,12 @@
 import type { AppDeployer } from "../../orchestrator/apps/deployer.ts";
 import type { AppDeployRecord } from "../../orchestrator/ports.ts";
 import type { SandboxLogLine } from "../../orchestrator/sandbox/driver.ts";
-import type { App, AppDeploy, AppDetail, AppList, AppStatus } from "../../protocol/app.ts";
+import type { App, AppDeploy, AppDetail, AppLink, AppList, AppStatus } from "../../protocol/app.ts";
 import type { AppSpec } from "../../protocol/manifest.ts";
 import type { Project } from "../../protocol/project.ts";
 import { apiError } from "../errors.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
+import { APP_LINK_TTL_S, APP_PARAM, signAppGrant } from "./app-grant.ts";
 import { type AppDeployStore, toAppDeploy } from "./store.ts";
 
 export type AppServiceDeps = {
@@ -15,6 +16,8 @@ export type AppServiceDeps = {
   deployer: () => AppDeployer | undefined;
   publicUrl: () => string;
   previewDomain: () => string | undefined;
+  /** Signs app links (app-grant.ts); undefined when the server has no secrets key. */
+  grantKey: string | undefined;
 };
 
 /** `<name>--<project>.<preview domain>`: the app at the root of its own origin. */
@@ -122,6 +125,16 @@ export function createAppService(deps: AppServiceDeps) {
         );
       }
       return toAppDeploy(d);
+    },
+
+    /** `svc apps open`: the app's URL with a grant a browser keeps in a cookie of the app's origin. */
+    async link(project: Project, name: string, userId: string): Promise<AppLink> {
+      const app = await find(project, name);
+      if (!app.url) throw apiError("NOT_CONFIGURED", "apps have no URL on this server: it has no preview domain");
+      if (!deps.grantKey) throw apiError("NOT_CONFIGURED", "app links need the server's secrets key (SVC_SECRETS_KEY)");
+      const exp = Math.floor(Date.now() / 1000) + APP_LINK_TTL_S;
+      const grant = signAppGrant(deps.grantKey, { user_id: userId, project_id: project.id, app: name, exp });
+      return { url: `${app.url}/?${APP_PARAM}=${grant}`, expires_at: new Date(exp * 1000).toISOString() };
     },
 
     /** The live deploy's output; 409 when nothing serves. */

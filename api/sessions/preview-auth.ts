@@ -17,27 +17,33 @@ export type PreviewAccess = {
   grant?: { token: string; exp: number };
 };
 
-/** The `svc_preview` values of a Cookie header, and the header without them (the sandbox never sees them). */
-export function splitCookies(header: string | undefined): { grants: string[]; rest: string | undefined } {
+/** The grant cookie's values in a Cookie header, and the header without them (the sandbox never sees them). */
+export function splitCookies(
+  header: string | undefined,
+  cookie = PREVIEW_COOKIE,
+): { grants: string[]; rest: string | undefined } {
   const grants: string[] = [];
   const rest: string[] = [];
   for (const pair of (header ?? "").split(";")) {
     const trimmed = pair.trim();
     if (!trimmed) continue;
-    if (trimmed.startsWith(`${PREVIEW_COOKIE}=`)) grants.push(trimmed.slice(PREVIEW_COOKIE.length + 1));
+    if (trimmed.startsWith(`${cookie}=`)) grants.push(trimmed.slice(cookie.length + 1));
     else rest.push(trimmed);
   }
   return { grants, rest: rest.length ? rest.join("; ") : undefined };
 }
 
 /** A URL split into its path, the link's grant and the rest of the query, byte for byte as sent. */
-export function splitUrl(url: string): { path: string; grant: string | undefined; query: string } {
+export function splitUrl(
+  url: string,
+  param = PREVIEW_PARAM,
+): { path: string; grant: string | undefined; query: string } {
   const at = url.indexOf("?");
   if (at < 0) return { path: url, grant: undefined, query: "" };
   let grant: string | undefined;
   const rest: string[] = [];
   for (const pair of url.slice(at + 1).split("&")) {
-    if (pair.startsWith(`${PREVIEW_PARAM}=`)) grant ??= pair.slice(PREVIEW_PARAM.length + 1);
+    if (pair.startsWith(`${param}=`)) grant ??= pair.slice(param.length + 1);
     else rest.push(pair);
   }
   return { path: url.slice(0, at), grant, query: rest.length ? `?${rest.join("&")}` : "" };

@@ -1,5 +1,6 @@
 import { Command, Option } from "commander";
-import { type App, AppDeploy, AppDeployList, AppDetail, AppList } from "../../protocol/app.ts";
+import { type App, AppDeploy, AppDeployList, AppDetail, AppLink, AppList } from "../../protocol/app.ts";
+import { openBrowser } from "../browser.ts";
 import type { Context } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { parsePositiveInt } from "../flag-parsers.ts";
@@ -107,6 +108,20 @@ export function appsCommand(): Command {
   ).action(async (name: string, _o, cmd: Command) => {
     const { opts, ctx, path } = projectCommand<{ follow?: boolean; tail?: number }>(cmd, "apps");
     await printLogLines(ctx, path(appPath(name, "/logs")), opts);
+  });
+
+  withProject(
+    apps
+      .command("open")
+      .description("print a link that opens the app in a browser (and open it, at a terminal)")
+      .argument("<name>"),
+  ).action(async (name: string, _o, cmd: Command) => {
+    const { opts, ctx, path } = projectCommand(cmd, "apps");
+    const link = await ctx.client.request("POST", path(appPath(name, "/link")), AppLink, { body: {} });
+    if (opts.json) return printJson(link);
+    printLine(link.url);
+    if (process.stdout.isTTY && openBrowser(link.url))
+      info(`opened it in your browser; the link works until ${link.expires_at}`);
   });
 
   for (const [verb, what] of [
