@@ -125,7 +125,7 @@ export const STACK_SETTINGS = [
   setting(
     "SVC_APP_PROVIDER",
     "choice",
-    z.enum(["local", "none"]).default("none"),
+    z.enum(["local", "none"]).default("local"),
     "where [[apps]] of svc.toml are deployed: local runs them as containers on this Docker; none deploys nothing",
   ),
   setting(

@@ -17,7 +17,7 @@ const atTerminal = (env: CliEnv): CliEnv => ({ ...env, CI: undefined, SVC_NO_WIZ
 
 /** The questions a fresh home is asked, in order. */
 const SKIP_ALL = [
-  "provider (local/none) [none]: ",
+  "provider (local/none) [local]: ",
   "access with (token/app/none) [none]: ",
   "provider (slack/none) [none]: ",
   "base URL (usually ending in /v1): ",
@@ -48,10 +48,10 @@ describe("svc self-host configure: the credential wizard on a terminal", () => {
     const home = cliHome();
     const t = svcPty(["self-host", "configure"], { env: atTerminal(home.env) });
     await t.expect("Enter skips a question");
-    await t.expect("provider (local/none) [none]: ");
+    await t.expect("provider (local/none) [local]: ");
     t.answer("kubernetes");
     await t.expect("✗ SVC_APP_PROVIDER must be one of its choices");
-    await t.expect("provider (local/none) [none]: ");
+    await t.expect("provider (local/none) [local]: ");
     t.answer("local");
 
     await t.expect("access with (token/app/none) [none]: ");
@@ -165,7 +165,7 @@ describe("svc self-host configure: the credential wizard on a terminal", () => {
     expect(set.code, set.stderr).toBe(0);
     const before = stateOf(home.env).env;
     const keep = svcPty(["self-host", "configure"], { env: atTerminal(home.env) });
-    await keep.expect("provider (local/none) [none]: ");
+    await keep.expect("provider (local/none) [local]: ");
     keep.answer();
     await keep.expect("access with (token/app/none) [token]: ");
     keep.answer();
@@ -194,7 +194,7 @@ describe("svc self-host configure: the credential wizard on a terminal", () => {
   it("Ctrl-C stops with exit 1 and keeps the answers given so far; the wizard stays to be done", async () => {
     const home = cliHome();
     const t = svcPty(["self-host", "configure"], { env: atTerminal(home.env) });
-    await t.expect("provider (local/none) [none]: ");
+    await t.expect("provider (local/none) [local]: ");
     t.answer("local");
     await t.expect("access with (token/app/none) [none]: ");
     t.answer("token");
