@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { execa } from "execa";
@@ -10,6 +11,28 @@ import { GIT_ENV } from "./support/git-fixture.ts";
 
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const APP_ENTRY = `
+[[apps]]
+name = "web"
+command = "node -e \\"require('http').createServer((q, s) => s.end('app ok')).listen(process.env.PORT)\\""
+port = 8080
+`;
+
+/** GET on 127.0.0.1:<port> with another Host header: an app's own origin as a browser would reach it. */
+function hostGet(port: number, host: string, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, headers: { host } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => {
+        body += c;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
 /** A 6-field UTC cron expression matching exactly one second of the day. */
 const onlyAt = (at: Date) => `${at.getUTCSeconds()} ${at.getUTCMinutes()} ${at.getUTCHours()} * * *`;
 
@@ -248,7 +271,7 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     const manifest = readFileSync(join(app, "svc.toml"), "utf8");
     writeFileSync(
       join(app, "svc.toml"),
-      `${manifest}\n[[triggers]]\nslug = "once"\nschedule = "${onlyAt(at)}"\nprompt = "tick"\n`,
+      `${manifest}\n[[triggers]]\nslug = "once"\nschedule = "${onlyAt(at)}"\nprompt = "tick"\n${APP_ENTRY}`,
     );
     await execa("bash", ["-c", "git commit -qam trigger"], { cwd: app, env: GIT_ENV });
     expect((await svc(["ship"])).code).toBe(0);
@@ -277,6 +300,19 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
       }
       expect(statuses).toEqual([200, 200, 200, 200]);
     }
+    // The [[apps]] entry shipped with the trigger deploys on its own network, which every replica joins: the app
+    // answers through the edge whichever replica takes the request.
+    for (let i = 0; i < 240; i++) {
+      const apps = JSON.parse((await svc(["apps", "ls", "--json"])).stdout || "[]");
+      if (apps[0]?.status === "live" || apps[0]?.status === "failed") break;
+      await sleep(500);
+    }
+    expect(JSON.parse((await svc(["apps", "info", "web", "--json"])).stdout)).toMatchObject({ status: "live" });
+    const link = new URL((await svc(["apps", "open", "web"])).stdout.trim());
+    for (let i = 0; i < 4; i++) {
+      expect(await hostGet(port, link.host, link.pathname + link.search)).toEqual({ status: 200, body: "app ok" });
+    }
+
     const [a, b] = ids;
     const bAddress = Object.values((await containersOf(b!))[0]!.NetworkSettings.Networks)[0]!.IPAddress;
     const across = await sandboxExec(a!, `curl -s -m 2 http://${bAddress}:8000/svc/health; echo "exit=$?"`);
