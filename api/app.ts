@@ -97,7 +97,7 @@ export type AppOptions = {
   /** Slack app credentials (svc channels); without a signing secret the events endpoint answers 503. */
   slack?: SlackSettings;
   /** Where `[[apps]]` deploy (SVC_APP_PROVIDER): local containers beside the sandboxes, or nowhere (default). */
-  apps?: { provider: "local" | "none"; healthTimeoutMs?: number };
+  apps?: { provider: "local" | "none"; healthTimeoutMs?: number; resyncMs?: number };
 };
 
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
@@ -194,6 +194,7 @@ export function createServices(
               port: createAppsPort({ store: appDeploys, projects, manifests, triggers: triggerStore }),
               onSwitched: (projectId, app) => appEndpoints.delete(`${projectId}/${app}`),
               healthTimeoutMs: options.apps.healthTimeoutMs,
+              resyncMs: options.apps.resyncMs,
             }
           : undefined,
       log,

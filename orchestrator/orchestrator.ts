@@ -18,7 +18,12 @@ export type OrchestratorDeps = Omit<ProvisionerDeps, "platformImage"> & {
   /** The manifests' triggers and their firings; without it nothing is scheduled. */
   triggers?: TriggerPort;
   /** The manifests' apps and their deploy history; without it (SVC_APP_PROVIDER=none) nothing is deployed. */
-  apps?: { port: AppsPort; onSwitched: (projectId: string, app: string) => void; healthTimeoutMs?: number };
+  apps?: {
+    port: AppsPort;
+    onSwitched: (projectId: string, app: string) => void;
+    healthTimeoutMs?: number;
+    resyncMs?: number;
+  };
 };
 
 /**

@@ -93,7 +93,13 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
   }
 
   beforeAll(async () => {
-    sp = await startSandboxedProject("Apps", {}, { apps: { provider: "local", healthTimeoutMs: 30_000 } });
+    sp = await startSandboxedProject(
+      "Apps",
+      {},
+      {
+        apps: { provider: "local", healthTimeoutMs: 30_000, resyncMs: 2_000 },
+      },
+    );
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
     stopBackground = sp.api.services.orchestrator!.startBackgroundWork({ cluster, idleMs: 3_600_000 });
     repo = await workRepo(authedUrl(sp.project.repo_url, sp.user.token));
@@ -201,6 +207,23 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     expect((await deploys())[0]).toMatchObject({ trigger: "rollback", status: "live" });
     expect(await answer()).toBe(`v1 ${SECRET}`);
   }, 120_000);
+
+  it("a live app whose container vanished is re-created by the reconciler at the same revision", async () => {
+    const live = (await deploys())[0]!;
+    const [container] = await sp.docker.listContainers({ filters: { label: [`dev.svc.deploy=${live.id}`] } });
+    await sp.docker.getContainer(container!.Id).remove({ force: true });
+    const history = await until(
+      "a reconcile deploy live",
+      async () => {
+        const d = await deploys();
+        return d[0]?.trigger === "reconcile" && d[0].status === "live" && d;
+      },
+      30_000,
+    );
+    expect(history[0]!.revision).toBe(live.revision);
+    expect(history.find((d) => d.id === live.id)?.status).toBe("stopped");
+    expect(await answer()).toBe(`v1 ${SECRET}`);
+  }, 60_000);
 
   it("logs mask secrets; unknown apps and bad flags fail; other projects' tokens get nothing", async () => {
     const logs = await cli(["apps", "logs", "web", "-n", "5"]);

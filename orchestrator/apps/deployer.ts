@@ -29,6 +29,8 @@ export type DeployerDeps = {
   platformImage: () => Promise<string>;
   installationId: string;
   healthTimeoutMs?: number;
+  /** How often everything is resynced and reconciled (a vanished container re-created); default a minute. */
+  resyncMs?: number;
   /** Told when an app's serving deploy changed, so callers drop what they cached about where it answers. */
   onSwitched: (projectId: string, app: string) => void;
   log: Log;
@@ -295,7 +297,7 @@ export function createAppDeployer(deps: DeployerDeps) {
         setInterval(() => void checkLead(), LEAD_CHECK_MS),
         setInterval(
           () => void resync().catch((err) => log("app resync failed", { error: (err as Error).message })),
-          RESYNC_MS,
+          deps.resyncMs ?? RESYNC_MS,
         ),
       ];
       await checkLead();
