@@ -76,6 +76,20 @@ describe("svc channels: a Slack thread drives a session and hears its answer and
         ],
       },
       { when: "What did you change", steps: [{ text: "I added greeting.txt with one line." }] },
+      {
+        when: "Say goodbye too",
+        steps: [
+          {
+            tool: "bash",
+            args: {
+              command:
+                "echo bye > bye.txt && git add bye.txt && git commit -qm 'add bye' && git push -q origin HEAD && svc cr open --title 'Add bye'",
+              description: "commit, push and open a second CR",
+            },
+          },
+          { text: "Added bye.txt in a second change request." },
+        ],
+      },
     ]);
     slack = await startSlackWebApi(BOT_TOKEN);
     sandboxed = await startSandboxedProject(
@@ -251,4 +265,29 @@ describe("svc channels: a Slack thread drives a session and hears its answer and
     expect(merged.code, merged.stderr).toBe(0);
     expect(await posted(/^CR #1 merged/, mentionTs, 10_000)).toBe("CR #1 merged by user");
   });
+
+  it("a reply to a stopped session restarts it first; a CR it opens and closing that CR reach the thread", async () => {
+    const stopped = await run(["sessions", "stop", sessionId]);
+    expect(stopped.code, stopped.stderr).toBe(0);
+    await send(
+      callback({
+        type: "message",
+        user: PERSON,
+        text: "Say goodbye too",
+        ts: "1700000400.000500",
+        thread_ts: mentionTs,
+        channel: CHANNEL,
+      }),
+    );
+    expect(await posted(/restarting it/, mentionTs, 10_000)).toBe(`Session ${sessionId} was stopped; restarting it…`);
+    expect(await posted(/^Opened CR #2/, mentionTs)).toBe(
+      `Opened CR #2: Add bye — ${sandboxed.api.url}/dashboard/projects/${sandboxed.project.id}/crs/2`,
+    );
+    await posted(/^Added bye\.txt in a second change request\.$/, mentionTs);
+    expect((await sessions()).map((s) => s.session_id)).toEqual([sessionId]);
+
+    const closed = await run(["cr", "close", "2"]);
+    expect(closed.code, closed.stderr).toBe(0);
+    expect(await posted(/^CR #2 closed/, mentionTs, 10_000)).toBe("CR #2 closed by user");
+  }, 180_000);
 });

@@ -8,7 +8,11 @@ const COLUMNS = "id, project_id, provider, team_id, channel_id, connected_by, cr
 const toChannel = (row: ChannelRow): Channel => ({ ...row, created_at: iso(row.created_at) });
 
 /** channels, channel_events and channel_threads (migration 0014). */
+/** Seen event ids older than an hour are deleted at most this often (per process). */
+const EVENT_PRUNE_EVERY_MS = 10 * 60_000;
+
 export function createChannelStore(sql: Sql) {
+  let lastPrune = 0;
   return {
     async list(projectId: string): Promise<Channel[]> {
       const rows = await sql.query<ChannelRow>(
@@ -73,6 +77,11 @@ export function createChannelStore(sql: Sql) {
 
     /** Records an event id: true for the one caller that saw it first. */
     async claimEvent(provider: ChannelProvider, eventId: string): Promise<boolean> {
+      // A signature older than five minutes is refused before this, so an id needs keeping only that long.
+      if (Date.now() - lastPrune > EVENT_PRUNE_EVERY_MS) {
+        lastPrune = Date.now();
+        await sql.query("delete from channel_events where received_at < now() - interval '1 hour'");
+      }
       const rows = await sql.query(
         "insert into channel_events (provider, event_id) values ($1, $2) on conflict do nothing returning event_id",
         [provider, eventId],
