@@ -2,10 +2,11 @@ import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { call, seedUser, startApi } from "./support/api-server.ts";
-import { cliHome, svc } from "./support/cli.ts";
+import { svc } from "./support/cli.ts";
 import { freshDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+import { waitFor } from "./support/wait.ts";
 
 const SECRET = "greeting-value-s3cret";
 /** A tiny HTTP app in the platform image: answers `<version> <secret>` and logs that it listens. */
@@ -65,16 +66,6 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     appRequest(path, token ? { authorization: `Bearer ${token}` } : {});
   const answer = async () => (await appGet(sp.user.token)).body;
 
-  async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(100);
-    }
-  }
-
   /** Pushes `files` on a new branch from main and opens a CR; returns its number. */
   async function openCr(branch: string, files: Record<string, string>): Promise<number> {
     await repo.git(["fetch", "-q", "origin", "main"]);
@@ -108,14 +99,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
       .body;
     otherToken = (await call(sp.api.url, "POST", `/v1/projects/${other.id}/cli-token`, { token: sp.user.token })).body
       .token;
-    const home = cliHome();
-    const env = {
-      ...home.env,
-      SVC_CLI_TOKEN: sp.user.token,
-      SVC_API_URL: `${sp.api.url}/v1`,
-      SVC_PROJECT_ID: sp.project.id,
-    };
-    cli = (args, token = sp.user.token) => svc(args, { env: { ...env, SVC_CLI_TOKEN: token } });
+    cli = (args, token = sp.user.token) => svc(args, { env: { ...sp.cliEnv, SVC_CLI_TOKEN: token } });
   }, 120_000);
   afterAll(async () => {
     stopBackground?.();
@@ -134,7 +118,9 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     ).toEqual([]);
 
     const sha = await merge(number);
-    await until("web live", async () => (await api("GET", "/apps/web")).body.status === "live", 240_000);
+    await waitFor("web live", async () => (await api("GET", "/apps/web")).body.status === "live", {
+      timeoutMs: 240_000,
+    });
     expect(await answer()).toBe(`v1 ${SECRET}`);
 
     const ls = await cli(["apps", "ls", "--json"]);
@@ -157,20 +143,28 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     expect(await answer()).toBe(`v1 ${SECRET}`);
 
     const sha = await merge(number);
-    await until("v2 answering", async () => (await answer()) === `v2 ${SECRET}`);
-    const history = await until("v1 superseded", async () => {
-      const d = await deploys();
-      return d[1]?.status === "superseded" && d;
-    });
+    await waitFor("v2 answering", async () => (await answer()) === `v2 ${SECRET}`, { timeoutMs: 60_000 });
+    const history = await waitFor(
+      "v1 superseded",
+      async () => {
+        const d = await deploys();
+        return d[1]?.status === "superseded" && d;
+      },
+      { timeoutMs: 60_000 },
+    );
     expect(history[0]).toMatchObject({ status: "live", revision: sha });
     // The old container goes once the new one serves: one app container is left.
-    await until("the old container removed", async () => {
-      const running = await sp.docker.listContainers({
-        all: true,
-        filters: { label: ["dev.svc.app=web", `dev.svc.project=${sp.project.id}`] },
-      });
-      return running.length === 1;
-    });
+    await waitFor(
+      "the old container removed",
+      async () => {
+        const running = await sp.docker.listContainers({
+          all: true,
+          filters: { label: ["dev.svc.app=web", `dev.svc.project=${sp.project.id}`] },
+        });
+        return running.length === 1;
+      },
+      { timeoutMs: 60_000 },
+    );
   }, 120_000);
 
   it("a broken build fails with its log and keeps the old revision serving; --wait exits 1", async () => {
@@ -179,10 +173,14 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
       "broken.Dockerfile": BROKEN_DOCKERFILE,
     });
     await merge(number);
-    const failed = await until("the failed deploy", async () => {
-      const d = (await deploys())[0];
-      return d?.status === "failed" && d;
-    });
+    const failed = await waitFor(
+      "the failed deploy",
+      async () => {
+        const d = (await deploys())[0];
+        return d?.status === "failed" && d;
+      },
+      { timeoutMs: 60_000 },
+    );
     expect(failed.error).toContain("broken.Dockerfile");
     expect(failed.error).toContain("compiling");
     expect(await answer()).toBe(`v2 ${SECRET}`);
@@ -212,13 +210,13 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     const live = (await deploys())[0]!;
     const [container] = await sp.docker.listContainers({ filters: { label: [`dev.svc.deploy=${live.id}`] } });
     await sp.docker.getContainer(container!.Id).remove({ force: true });
-    const history = await until(
+    const history = await waitFor(
       "a reconcile deploy live",
       async () => {
         const d = await deploys();
         return d[0]?.trigger === "reconcile" && d[0].status === "live" && d;
       },
-      30_000,
+      { timeoutMs: 30_000 },
     );
     expect(history[0]!.revision).toBe(live.revision);
     expect(history.find((d) => d.id === live.id)?.status).toBe("stopped");

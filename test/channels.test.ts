@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call } from "./support/api-server.ts";
-import { type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { type CliEnv, svc } from "./support/cli.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 import { sendSlackEvent, startSlackWebApi } from "./support/slack.ts";
@@ -98,12 +98,7 @@ describe("svc channels: a Slack thread drives a session and hears its answer and
       { slack: { signingSecret: SIGNING_SECRET, botToken: BOT_TOKEN, apiUrl: slack.apiUrl } },
     );
     eventsUrl = `${sandboxed.api.url}/v1/channels/slack/events`;
-    env = {
-      ...cliHome().env,
-      SVC_API_URL: `${sandboxed.api.url}/v1`,
-      SVC_CLI_TOKEN: sandboxed.user.token,
-      SVC_PROJECT_ID: sandboxed.project.id,
-    };
+    env = sandboxed.cliEnv;
   }, 300_000);
   afterAll(async () => {
     await sandboxed?.close();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { type CliEnv, svc } from "./support/cli.ts";
 import { execIn } from "./support/docker.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
@@ -12,12 +12,7 @@ describe("svc sessions with no model configured", () => {
 
   beforeAll(async () => {
     sandboxed = await startSandboxedProject("Modelless");
-    env = {
-      ...cliHome().env,
-      SVC_API_URL: `${sandboxed.api.url}/v1`,
-      SVC_CLI_TOKEN: sandboxed.user.token,
-      SVC_PROJECT_ID: sandboxed.project.id,
-    };
+    env = sandboxed.cliEnv;
   }, 300_000);
   afterAll(async () => {
     await sandboxed?.close();

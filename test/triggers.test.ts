@@ -3,10 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { call } from "./support/api-server.ts";
-import { cliHome, svc } from "./support/cli.ts";
+import { svc } from "./support/cli.ts";
 import { containerEnv } from "./support/docker.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+import { waitFor } from "./support/wait.ts";
 
 const PROMPT = "Summarize the repository in one line";
 const MANIFEST = `# svc manifest of the trigger suite
@@ -36,15 +37,6 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
        where project_id = $1 and not manual order by scheduled_at`,
       [sp.project.id],
     );
-  async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(20);
-    }
-  }
 
   /** Pushes `files` on a new branch from main; without `merge` that is all. Returns the CR number when merged. */
   async function pushBranch(branch: string, files: Record<string, string>) {
@@ -57,7 +49,7 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
     const res = await api("POST", `/change-requests/${number}/merge`, {});
     expect(res.status).toBe(200);
     const merged = Date.now();
-    await until("the new schedule", async () => expectSlugs(scheduled()));
+    await waitFor("the new schedule", async () => expectSlugs(scheduled()), { timeoutMs: 30_000, everyMs: 20 });
     mergeToLive.push(Date.now() - merged);
   }
   async function land(branch: string, files: Record<string, string>, expectSlugs: (slugs: string[]) => boolean) {
@@ -76,13 +68,7 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
     stopBackground = sp.api.services.orchestrator!.startBackgroundWork({ cluster, idleMs: 3_600_000 });
     repo = await workRepo(authedUrl(sp.project.repo_url, sp.user.token));
-    const home = cliHome();
-    const env = {
-      ...home.env,
-      SVC_CLI_TOKEN: sp.user.token,
-      SVC_API_URL: `${sp.api.url}/v1`,
-      SVC_PROJECT_ID: sp.project.id,
-    };
+    const env = sp.cliEnv;
     cli = (args) => svc(args, { env });
   }, 300_000);
   afterAll(async () => {
@@ -98,20 +84,27 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
 
     const cr = await api("POST", "/change-requests", { title: "add trigger", head_ref: "add-trigger" });
     await merge(cr.body.number, (s) => s.includes("tick"));
-    const first = await until("a triggered session", async () =>
-      (await api("GET", "/sessions")).body.sessions.find((s: { trigger: string | null }) => s.trigger === "tick"),
+    const first = await waitFor(
+      "a triggered session",
+      async () =>
+        (await api("GET", "/sessions")).body.sessions.find((s: { trigger: string | null }) => s.trigger === "tick"),
+      { timeoutMs: 30_000, everyMs: 20 },
     );
     expect(first).toMatchObject({ trigger: "tick", base_ref: "main", agent_name: "build" });
-    const container = await until(
+    const container = await waitFor(
       "the session's container",
       async () =>
         (await sp.docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${first.session_id}`] } }))[0],
-      300_000,
+      { timeoutMs: 300_000, everyMs: 20 },
     );
     expect((await containerEnv(sp.docker, container.Id)).SVC_INITIAL_PROMPT).toBe(PROMPT);
 
     // Cap 1: the next instants are claimed, refused with the cap's error, and never retried.
-    await until("a refused firing", async () => (await firings()).find((f) => f.error?.includes("sessions at once")));
+    await waitFor(
+      "a refused firing",
+      async () => (await firings()).find((f) => f.error?.includes("sessions at once")),
+      { timeoutMs: 30_000, everyMs: 20 },
+    );
     const info = (await api("GET", "/triggers/tick")).body;
     expect(info).toMatchObject({ slug: "tick", enabled: true, schedule: "*/2 * * * * *", prompt: PROMPT });
     expect(info.last_error).toContain("sessions at once");
@@ -188,7 +181,7 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
     });
     expect((await repo.push("direct:main")).code).toBe(0);
     const pushed = Date.now();
-    await until("the pushed schedule", async () => scheduled().join() === "yearly", 5000);
+    await waitFor("the pushed schedule", async () => scheduled().join() === "yearly", { timeoutMs: 5000, everyMs: 20 });
     mergeToLive.push(Date.now() - pushed);
     const list = (await api("GET", "/triggers")).body;
     expect(list.triggers).toEqual([

@@ -1,8 +1,8 @@
 import type Docker from "dockerode";
 import { expect } from "vitest";
-import type { AppOptions, SandboxSettings } from "../../api/app.ts";
+import type { SandboxSettings } from "../../api/app.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
-import { freePort } from "./cli.ts";
+import { type CliEnv, cliHome, freePort } from "./cli.ts";
 import { freshDatabase, type TestDatabase } from "./databases.ts";
 import { orchestratorFor, removeInstallationNetworks, removeProjectContainers, requireDocker } from "./docker.ts";
 import { authedUrl, workRepo } from "./git-fixture.ts";
@@ -13,6 +13,8 @@ export type SandboxedProject = {
   api: TestApi;
   user: Awaited<ReturnType<typeof seedUser>>;
   project: { id: string; repo_url: string };
+  /** The CLI's environment for this user and project, in a home of its own. */
+  cliEnv: CliEnv;
   /** A call under /v1/projects/{id}/sessions with the user's token. */
   sessions(suffix?: string, method?: string, body?: unknown): ReturnType<typeof call>;
   close(): Promise<void>;
@@ -42,6 +44,12 @@ export async function startSandboxedProject(
     api,
     user,
     project,
+    cliEnv: {
+      ...cliHome().env,
+      SVC_API_URL: `${api.url}/v1`,
+      SVC_CLI_TOKEN: user.token,
+      SVC_PROJECT_ID: project.id,
+    },
     sessions: (suffix = "", method = "GET", body) =>
       call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body }),
     async close() {
