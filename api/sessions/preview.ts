@@ -16,6 +16,12 @@ import type { SessionAccessDeps } from "./session-access.ts";
 
 /** A signed context lives a minute: long enough for one request, useless if it leaks. */
 const CONTEXT_TTL_S = 60;
+/**
+ * A connection's authorization is reused this long: a page's requests on one keep-alive connection pay for the
+ * grant check, the membership lookup and the context signature once, and a revoked grant or membership still
+ * stops working within this bound.
+ */
+const CONNECTION_AUTH_MS = 5000;
 const PATH_PREVIEW = /^\/v1\/projects\/([^/]+)\/sessions\/([^/]+)\/preview\/([^/?]+)(\/[^?]*)?/;
 const SESSION_ID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 
@@ -55,8 +61,41 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     return host ? hostPattern.pattern?.exec(host) : undefined;
   };
 
-  /** Rewrites the request for the daemon: strips credentials, signs the user context, remembers the cookie. */
-  function prepare(req: IncomingMessage, access: PreviewAccess, place: PreviewPlace, rest: string, cookiePath: string) {
+  type Authorized = { key: string; at: number; access: PreviewAccess; context: string };
+  const byConnection = new WeakMap<IncomingMessage["socket"], Authorized>();
+
+  /**
+   * Who may see this preview, and the user context the daemon gets: checked on a connection's first request and
+   * reused for the same credentials and place on that connection for CONNECTION_AUTH_MS. A link's first visit
+   * (the grant in the query) is always checked.
+   */
+  async function authorize(req: IncomingMessage, place: PreviewPlace, fromQuery: string | undefined) {
+    const credential = req.headers.authorization ?? splitCookies(req.headers.cookie).grants.join(";");
+    const key = `${place.projectId ?? ""}/${place.sessionId}/${place.port}/${credential}`;
+    const now = Date.now();
+    const cached = fromQuery ? undefined : byConnection.get(req.socket);
+    if (cached && cached.key === key && now - cached.at < CONNECTION_AUTH_MS) return cached;
+    const access = await authorizePreview(deps, req, place, fromQuery);
+    const context = signUserContext(access.target.serviceKey, {
+      user_id: access.userId,
+      project_id: access.project.id,
+      session_id: place.sessionId,
+      exp: Math.floor(now / 1000) + CONTEXT_TTL_S,
+    });
+    const authorized = { key, at: now, access, context };
+    if (!fromQuery) byConnection.set(req.socket, authorized);
+    return authorized;
+  }
+
+  /** Rewrites the request for the daemon: strips credentials, adds the user context, remembers the cookie. */
+  function prepare(
+    req: IncomingMessage,
+    authorized: Authorized,
+    place: PreviewPlace,
+    rest: string,
+    cookiePath: string,
+  ) {
+    const { access } = authorized;
     delete req.headers.authorization;
     const cookies = splitCookies(req.headers.cookie);
     if (cookies.rest) req.headers.cookie = cookies.rest;
@@ -65,13 +104,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
       ? `${PREVIEW_COOKIE}=${access.grant.token}; Path=${cookiePath}; Max-Age=${access.grant.exp - Math.floor(Date.now() / 1000)}; HttpOnly; SameSite=Lax${secure()}`
       : undefined;
     req.url = `/proxy/${place.port}${rest.startsWith("/") ? rest : `/${rest}`}`;
-    const context = signUserContext(access.target.serviceKey, {
-      user_id: access.userId,
-      project_id: access.project.id,
-      session_id: place.sessionId,
-      exp: Math.floor(Date.now() / 1000) + CONTEXT_TTL_S,
-    });
-    return { target: access.target.url, headers: { [USER_CONTEXT_HEADER]: context }, setCookie };
+    return { target: access.target.url, headers: { [USER_CONTEXT_HEADER]: authorized.context }, setCookie };
   }
 
   const unreachable = (res: ServerResponse, err: Error) =>
@@ -99,8 +132,8 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
 
   async function web(req: IncomingMessage, res: ServerResponse, place: NonNullable<ReturnType<typeof placeOf>>) {
     const url = splitUrl(place.rest);
-    const access = await authorizePreview(deps, req, place, url.grant);
-    const { target, headers, setCookie } = prepare(req, access, place, url.path + url.query, place.cookiePath);
+    const authorized = await authorize(req, place, url.grant);
+    const { target, headers, setCookie } = prepare(req, authorized, place, url.path + url.query, place.cookiePath);
     await forward(req, res, target, req.url!, { headers, setCookie, unreachable });
   }
 
@@ -137,8 +170,13 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
         const place = placeOf(req);
         if (!place) throw apiError("NOT_FOUND", `no WebSocket endpoint at ${req.url?.split("?")[0]}`);
         const url = splitUrl(place.rest);
-        const access = await authorizePreview(deps, req, place, url.grant);
-        const { target, headers } = prepare(req, access, place, url.path + url.query, place.cookiePath);
+        const { target, headers } = prepare(
+          req,
+          await authorize(req, place, url.grant),
+          place,
+          url.path + url.query,
+          place.cookiePath,
+        );
         proxy.ws(req, socket, head, { target, headers }, () => socket.destroy());
       })().catch((err) => refuseUpgrade(socket, err, logError));
     },
