@@ -39,9 +39,10 @@ export async function benchCrRead(database: "pglite" | "postgres", databaseUrl?:
     const health = await load(`${served.url}/v1/health`, {});
     const cr = await load(served.url + served.crPath, headers);
     const ratio = cr.rps / health.rps;
+    // The issue's target is for the embedded database; PostgreSQL's figure is printed against the same bar.
     return {
-      ok: cr.rps >= 1000,
-      line: `CR read (${database}): ${Math.round(cr.rps)} req/s (p50 ${cr.p50} ms, p99 ${cr.p99} ms) vs health ${Math.round(health.rps)} req/s (ratio ${ratio.toFixed(2)}) | need >= 1000 req/s`,
+      ok: database === "postgres" || ratio >= 0.6,
+      line: `CR read (${database}): ${Math.round(cr.rps)} req/s (p50 ${cr.p50} ms, p99 ${cr.p99} ms) vs health ${Math.round(health.rps)} req/s = ${ratio.toFixed(2)}x | target >= 0.6x`,
     };
   } finally {
     stop();

@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import type Docker from "dockerode";
 import { createSseReader } from "../../protocol/sse.ts";
+import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
 import { orchestratorFor, requireDocker } from "../harness/docker.ts";
@@ -11,6 +12,7 @@ import { load, waitUntilUp } from "./load.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
 const SESSIONS = 10;
+const CR_PROMPT = "Add bench.txt and open a change request";
 const ANSWERED = 5;
 
 /**
@@ -52,7 +54,14 @@ async function firstAnswer(apiUrl: string, sessionPath: string, token: string): 
  * A page's requests through a preview link (API, then the sandbox daemon) against the same app reached directly
  * at the container's address: what the whole preview chain costs per request.
  */
-async function benchPreview(docker: Docker, containerId: string, apiUrl: string, sessionPath: string, token: string) {
+async function benchPreview(
+  docker: Docker,
+  containerId: string,
+  apiUrl: string,
+  sessionPath: string,
+  token: string,
+  daemon: { url: string; serviceKey: string; userId: string; projectId: string; sessionId: string },
+) {
   const app = await docker.getContainer(containerId).exec({
     Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('ok')).listen(3000)"],
   });
@@ -63,8 +72,23 @@ async function benchPreview(docker: Docker, containerId: string, apiUrl: string,
   const through = `${link.url.split("?")[0]}asset.js`;
   await waitUntilUp(`http://${ip}:3000/`);
   const direct = await load(`http://${ip}:3000/`);
+  // The daemon's own preview route, as the API calls it: its figure is the one the API's must approach.
+  const context = signUserContext(daemon.serviceKey, {
+    user_id: daemon.userId,
+    project_id: daemon.projectId,
+    session_id: daemon.sessionId,
+    exp: Math.floor(Date.now() / 1000) + 3600,
+  });
+  const own = await load(`${daemon.url}/proxy/3000/asset.js`, { headers: { [USER_CONTEXT_HEADER]: context } });
   const proxied = await load(through, { headers: { cookie: `svc_preview=${grant}` } });
-  return `preview link through the API: ${Math.round(proxied.requests.average)} req/s (p50 ${proxied.latency.p50} ms) vs the app at the container's address ${Math.round(direct.requests.average)} req/s (p50 ${direct.latency.p50} ms): ${((proxied.requests.average / direct.requests.average) * 100).toFixed(0)}%`;
+  const share = proxied.requests.average / own.requests.average;
+  const added = proxied.latency.p50 - own.latency.p50;
+  return {
+    ok: share >= 0.5 && added <= 1,
+    line:
+      `preview link through the API: ${Math.round(proxied.requests.average)} req/s (p50 ${proxied.latency.p50} ms) = ${(share * 100).toFixed(0)}% of the daemon's own /proxy/3000 ${Math.round(own.requests.average)} req/s (p50 ${own.latency.p50} ms), p50 added ${added} ms | target >= 50%, <= 1 ms` +
+      ` (the app at the container's address: ${Math.round(direct.requests.average)} req/s)`,
+  };
 }
 
 /**
@@ -75,7 +99,23 @@ export async function benchSessionStart() {
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");
   const port = await freePort();
-  const llm = await startScriptedLlm([{ when: "Say hello", steps: [{ text: "Hello." }] }]);
+  const llm = await startScriptedLlm([
+    { when: "Say hello", steps: [{ text: "Hello." }] },
+    {
+      when: CR_PROMPT,
+      steps: [
+        {
+          tool: "bash",
+          args: {
+            command:
+              "echo change > bench.txt && git add bench.txt && git commit -qm bench && git push -q origin HEAD && svc cr open --title bench",
+            description: "commit, push and open a CR",
+          },
+        },
+        { text: "Opened a change request." },
+      ],
+    },
+  ]);
   const api = await startApi(db.sql, {
     host: "0.0.0.0",
     port,
@@ -115,12 +155,19 @@ export async function benchSessionStart() {
       .toString()
       .trim();
     const rssMb = Number(rss.split(/\s+/)[0]) / 1024;
+    const target = await api.services.sessions!.sandboxTarget(project, warm);
     const preview = await benchPreview(
       docker,
       container!.Id,
       api.url,
       `/v1/projects/${project.id}/sessions/${warm}`,
       user.token,
+      {
+        ...target,
+        userId: user.userId,
+        projectId: project.id,
+        sessionId: warm,
+      },
     );
     await sessions(`/${warm}`, "DELETE");
 
@@ -138,15 +185,34 @@ export async function benchSessionStart() {
       await firstAnswer(api.url, `/v1/projects/${project.id}/sessions/${id}`, user.token);
       await sessions(`/${id}`, "DELETE");
     });
+    const toCr = await timeRuns(ANSWERED, async () => {
+      const created = await call(api.url, "POST", `/v1/projects/${project.id}/sessions`, {
+        token: user.token,
+        body: { prompt: CR_PROMPT },
+      });
+      const id = created.body.session_id as string;
+      for (;;) {
+        const crs = await call(api.url, "GET", `/v1/projects/${project.id}/change-requests?status=all`, {
+          token: user.token,
+        });
+        if (crs.body.change_requests?.some((cr: { origin_session_id: string }) => cr.origin_session_id === id)) break;
+        const s = (await sessions(`/${id}`)).body;
+        if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await sessions(`/${id}`, "DELETE");
+    });
     const ratio = percentile(starts, 50) / percentile(bare, 50);
     const answerRatio = percentile(answers, 50) / percentile(starts, 50);
+    const crP50 = percentile(toCr, 50);
     return {
-      ok: ratio <= 3 && rssMb < 60,
+      ok: ratio <= 1 && rssMb < 60 && crP50 <= 5000 && preview.ok,
       lines: [
-        `session create -> running (cached image, ${SESSIONS} runs): p50 ${ms(percentile(starts, 50))} ms, p95 ${ms(percentile(starts, 95))} ms | bare docker run --rm true p50 ${ms(percentile(bare, 50))} ms | ratio ${ratio.toFixed(2)}x (need <= 3x)`,
+        `session create -> running (cached image, ${SESSIONS} runs): p50 ${ms(percentile(starts, 50))} ms, p95 ${ms(percentile(starts, 95))} ms | bare docker run --rm true p50 ${ms(percentile(bare, 50))} ms | ratio ${ratio.toFixed(2)}x | target <= 1.0x`,
         `session create -> first answer (opencode, scripted model, ${ANSWERED} runs): p50 ${ms(percentile(answers, 50))} ms, p95 ${ms(percentile(answers, 95))} ms | ratio to create -> running ${answerRatio.toFixed(2)}x`,
+        `session with --prompt -> CR opened (scripted model, ${ANSWERED} runs): p50 ${ms(crP50)} ms, p95 ${ms(percentile(toCr, 95))} ms = ${(crP50 / percentile(starts, 50)).toFixed(1)}x create -> running | target p50 <= 5000 ms`,
         `idle svc-agent RSS: ${rssMb.toFixed(1)} MB (need < 60 MB)`,
-        preview,
+        preview.line,
       ],
     };
   } finally {
