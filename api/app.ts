@@ -173,6 +173,7 @@ export function createServices(
       baseImage: o.baseImage,
       settings: o.settings,
       installationId,
+      instanceId,
       records: sessionStore,
       tokens: {
         mint: ({ userId, projectId, sessionId }) =>
@@ -315,6 +316,9 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   });
   const [installation] = await options.sql.query<{ id: string }>("select id from installation");
   const services = createServices(options, installation!.id, (msg, extra) => app.log.warn(extra ?? {}, msg));
+  // A closing API takes its warm pool's sandboxes with it: nobody else could claim them.
+  app.addHook("onClose", async () => services.orchestrator?.provisioner.stopPool());
+  services.orchestrator?.provisioner.startPool();
   registerErrorHandler(app);
   registerInputChecks(app);
   registerAuthentication(app, services);

@@ -23,6 +23,7 @@ export type ApiConfig = {
     limits: { memoryBytes: number; nanoCpus: number; pids: number };
     provisionTimeoutMs: number;
     idleMs: number;
+    poolSize: number;
     llm: { baseUrl?: string; apiKey?: string; model?: string };
   };
   /** Where `[[apps]]` deploy: local containers on this engine, or none. */
@@ -95,6 +96,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       },
       provisionTimeoutMs: e.SVC_PROVISION_TIMEOUT_S * 1000,
       idleMs: e.SVC_IDLE_TIMEOUT_S * 1000,
+      poolSize: e.SVC_POOL_SIZE,
       llm: { baseUrl: e.SVC_LLM_BASE_URL, apiKey: e.SVC_LLM_API_KEY, model: e.SVC_AGENT_MODEL },
     },
     apps: { provider: e.SVC_APP_PROVIDER },

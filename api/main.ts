@@ -46,6 +46,7 @@ const { app, services } = await buildApp({
       provisionTimeoutMs: o.provisionTimeoutMs,
       limits: o.limits,
       llm: o.llm,
+      poolSize: o.poolSize,
     },
   },
   apps: config.apps,

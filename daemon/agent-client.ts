@@ -26,6 +26,22 @@ export function createAgentClient(port: number, directory: string) {
         ...(agent ? { agent } : {}),
       });
     },
+    /**
+     * Pays opencode's first-use costs before anyone waits on them: the first message of an instance loads its
+     * config, plugins and tools (seconds), the first shell command its shell tool. The throwaway session goes again.
+     */
+    async warmUp(): Promise<void> {
+      const session = await json<{ id: string }>("POST", `/session?${dir}`, { title: "warm-up" });
+      const path = `/session/${encodeURIComponent(session.id)}`;
+      await json(
+        "POST",
+        `${path}/message?${dir}`,
+        { noReply: true, parts: [{ type: "text", text: "warm-up" }] },
+        60_000,
+      );
+      await json("POST", `${path}/shell?${dir}`, { agent: "build", command: "true" }, 60_000);
+      await json("DELETE", `${path}?${dir}`);
+    },
     async abort(session: string): Promise<void> {
       await json("POST", `/session/${encodeURIComponent(session)}/abort?${dir}`);
     },

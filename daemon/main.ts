@@ -1,4 +1,9 @@
-import type { DaemonHealth, EnvBody, PromptBody } from "../protocol/daemon.ts";
+import { createWriteStream } from "node:fs";
+import { rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pipeline } from "node:stream/promises";
+import type { ClaimBody, DaemonHealth, EnvBody, PromptBody } from "../protocol/daemon.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
 import { loadDaemonConfig } from "./config.ts";
@@ -8,7 +13,8 @@ import { modelFailure } from "./model-failure.ts";
 import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
 import { createDaemonServer } from "./server.ts";
-import { cloneWorkspace, headCommit, pullWorkspace } from "./workspace.ts";
+import { writeSessionEnv } from "./session-env-plugin.ts";
+import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
 
 const VERSION = "0.1.0";
 const CLONE_ATTEMPTS = 5;
@@ -22,11 +28,14 @@ function selfCommand(): string {
 }
 
 async function daemon(): Promise<void> {
-  const config = loadDaemonConfig();
+  let config = loadDaemonConfig();
   const activity = createActivity();
   const extraEnv: Record<string, string> = {};
+  // A pooled sandbox's session environment, from its claim: every later runtime start gets it as process env.
+  let sessionEnv: Record<string, string> = {};
+  let pool: DaemonHealth["pool"] = config.pooled ? "seeding" : undefined;
   const repo = {
-    state: (config.autoClone ? "cloning" : "disabled") as DaemonHealth["repo"]["state"],
+    state: (config.autoClone || config.pooled ? "cloning" : "disabled") as DaemonHealth["repo"]["state"],
     error: null as string | null,
   };
   const startedAt = Date.now();
@@ -40,9 +49,9 @@ async function daemon(): Promise<void> {
           command: config.agentCommand,
           cwd: config.workspace,
           port: config.agentPort,
-          env: { ...(process.env as Record<string, string>), ...extraEnv },
+          env: { ...(process.env as Record<string, string>), ...sessionEnv, ...extraEnv },
         }
-      : opencodeSpec(config, extraEnv);
+      : opencodeSpec(config, { ...sessionEnv, ...extraEnv });
   const runtime = createRuntimeSupervisor(spec, log);
 
   /**
@@ -74,6 +83,55 @@ async function daemon(): Promise<void> {
     if (modelMissing) throw daemonError("MODEL_NOT_CONFIGURED", "no model gateway is configured (SVC_LLM_BASE_URL)");
   };
 
+  async function sendBootstrapPrompt(): Promise<void> {
+    if (config.bootstrapPrompt && modelMissing) log("initial prompt not sent: no model gateway is configured");
+    else if (config.bootstrapPrompt && runtime.status().state === "running") {
+      try {
+        currentSession = await client.createSession("svc session");
+        await client.prompt(currentSession, config.bootstrapPrompt, config.agentName);
+      } catch (err) {
+        log(`initial prompt failed: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  /** A pooled sandbox's workspace arrives as a git bundle; then the runtime boots and warms up, ready to claim. */
+  async function seed(bundle: NodeJS.ReadableStream): Promise<{ commit: string | null }> {
+    if (pool !== "seeding")
+      throw daemonError("CONFLICT", `this sandbox is ${pool ?? "not pooled"}, not waiting for a seed`);
+    const file = join(tmpdir(), `svc-seed-${process.pid}.bundle`);
+    try {
+      await pipeline(bundle, createWriteStream(file, { mode: 0o600 }));
+      await seedWorkspace(config, file, selfCommand());
+    } catch (err) {
+      pool = "failed";
+      repo.state = "failed";
+      repo.error = (err as Error).message.split("\n").slice(-2).join(" ");
+      throw daemonError("CONFLICT", `could not seed the workspace: ${repo.error}`);
+    } finally {
+      await rm(file, { force: true });
+    }
+    repo.state = "cloned";
+    pool = "warming";
+    void (async () => {
+      runtime.start();
+      await runtime.whenReady();
+      if (!modelMissing) await client.warmUp().catch((err) => log(`warm-up failed: ${(err as Error).message}`));
+      if (pool === "warming") pool = runtime.status().state === "running" ? "ready" : "failed";
+    })();
+    return { commit: await headCommit(config.workspace) };
+  }
+
+  async function claim(body: ClaimBody): Promise<{ claimed: true }> {
+    if (pool !== "ready") throw daemonError("CONFLICT", `this sandbox is ${pool ?? "not pooled"}, not ready to claim`);
+    pool = "claimed";
+    sessionEnv = body.env;
+    writeSessionEnv(config.agentHome, sessionEnv);
+    config = loadDaemonConfig({ ...process.env, ...sessionEnv });
+    void sendBootstrapPrompt();
+    return { claimed: true };
+  }
+
   const server = createDaemonServer({
     serviceKey: config.serviceKey,
     workspace: config.workspace,
@@ -90,6 +148,7 @@ async function daemon(): Promise<void> {
           status: "ok",
           version: VERSION,
           uptime_s: Math.round((Date.now() - startedAt) / 1000),
+          ...(pool ? { pool } : {}),
           agent: runtime.status(),
           repo: {
             state: repo.state,
@@ -128,6 +187,8 @@ async function daemon(): Promise<void> {
         busy.at = 0;
         return { aborted: sessions };
       },
+      seed,
+      claim,
       async env(body: EnvBody) {
         for (const name of body.unset) delete extraEnv[name];
         Object.assign(extraEnv, body.set);
@@ -147,7 +208,7 @@ async function daemon(): Promise<void> {
   process.on("SIGTERM", () => void shutdown());
   process.on("SIGINT", () => void shutdown());
 
-  if (config.autoClone) {
+  if (config.autoClone && !config.pooled) {
     for (let attempt = 1; attempt <= CLONE_ATTEMPTS && repo.state === "cloning"; attempt++) {
       try {
         await cloneWorkspace(config, selfCommand());
@@ -161,17 +222,10 @@ async function daemon(): Promise<void> {
       }
     }
   }
+  if (config.pooled) return;
   runtime.start();
   await runtime.whenReady();
-  if (config.bootstrapPrompt && modelMissing) log("initial prompt not sent: no model gateway is configured");
-  else if (config.bootstrapPrompt && runtime.status().state === "running") {
-    try {
-      currentSession = await client.createSession("svc session");
-      await client.prompt(currentSession, config.bootstrapPrompt, config.agentName);
-    } catch (err) {
-      log(`initial prompt failed: ${(err as Error).message}`);
-    }
-  }
+  await sendBootstrapPrompt();
 }
 
 if (process.argv[2] === "git-credential") {

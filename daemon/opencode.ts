@@ -1,7 +1,9 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import type { DaemonConfig } from "./config.ts";
 import type { RuntimeSpec } from "./runtime.ts";
+import { writeSessionEnvPlugin } from "./session-env-plugin.ts";
 import { agentConfigDir } from "./workspace.ts";
 
 const OPENCODE_VERSION = "1.18.33";
@@ -75,6 +77,8 @@ export function opencodeSpec(config: DaemonConfig, extraEnv: Record<string, stri
   mkdirSync(config.agentHome, { recursive: true });
   seedConfigDir(configDir, config.workspace);
   seedConfigDir(join(config.agentHome, ".config", "opencode"), config.workspace);
+  const content = opencodeConfig(config);
+  if (config.pooled) content.plugin = [pathToFileURL(writeSessionEnvPlugin(config.agentHome)).href];
   return {
     command: [config.opencodeBin, "serve", "--hostname", "127.0.0.1", "--port", String(config.agentPort)],
     cwd: config.workspace,
@@ -84,7 +88,7 @@ export function opencodeSpec(config: DaemonConfig, extraEnv: Record<string, stri
       ...extraEnv,
       HOME: config.agentHome,
       OPENCODE_CONFIG_DIR: configDir,
-      OPENCODE_CONFIG_CONTENT: JSON.stringify(opencodeConfig(config)),
+      OPENCODE_CONFIG_CONTENT: JSON.stringify(content),
       OPENCODE_PERMISSION: JSON.stringify(PERMISSIONS),
       OPENCODE_DISABLE_MODELS_FETCH: "1",
       OPENCODE_DISABLE_AUTOUPDATE: "1",

@@ -70,6 +70,12 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
           throw new Error("agent runtime answered 400 to POST /session");
         },
         abort: async () => ({ aborted: [] }),
+        seed: async () => {
+          throw daemonError("CONFLICT", "this sandbox is not pooled, not waiting for a seed");
+        },
+        claim: async () => {
+          throw daemonError("CONFLICT", "this sandbox is not pooled, not ready to claim");
+        },
         env: async () => ({ names: [] }),
       },
     });

@@ -6,6 +6,7 @@ import type { z } from "zod";
 import {
   AbortBody,
   type AbortResult,
+  ClaimBody,
   type DaemonHealth,
   EnvBody,
   type EnvResult,
@@ -28,6 +29,9 @@ export type ControlHandlers = {
   prompt(body: PromptBody): Promise<PromptAccepted>;
   abort(body: AbortBody): Promise<AbortResult>;
   env(body: EnvBody): Promise<EnvResult>;
+  /** A pooled sandbox's workspace, as a git bundle streamed in the request body. */
+  seed(bundle: NodeJS.ReadableStream): Promise<{ commit: string | null }>;
+  claim(body: ClaimBody): Promise<{ claimed: true }>;
   runtimeReady(): boolean;
 };
 
@@ -97,6 +101,7 @@ export function createDaemonServer(deps: ServerDeps) {
     "/svc/prompt": (body) => deps.control.prompt(parse(PromptBody, body)),
     "/svc/abort": (body) => deps.control.abort(parse(AbortBody, body)),
     "/svc/env": (body) => deps.control.env(parse(EnvBody, body)),
+    "/svc/claim": (body) => deps.control.claim(parse(ClaimBody, body)),
   };
 
   /** Where a non-/svc request goes, after the user-context check; the error to answer when it goes nowhere. */
@@ -129,12 +134,13 @@ export function createDaemonServer(deps: ServerDeps) {
         });
       }
       if (path.startsWith("/svc/")) {
+        const seed = path === "/svc/pool/seed";
         const handler = controls[path];
-        if (!handler) throw daemonError("NOT_FOUND", `no control route ${path}`);
+        if (!handler && !seed) throw daemonError("NOT_FOUND", `no control route ${path}`);
         if (req.method !== "POST") throw daemonError("METHOD_NOT_ALLOWED", "use POST");
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
         deps.activity.touch();
-        return sendOk(res, await handler(await readJson(req)));
+        return sendOk(res, seed ? await deps.control.seed(req) : await handler!(await readJson(req)));
       }
       const target = route(req);
       if (typeof target !== "number") return sendError(res, target);

@@ -19,6 +19,18 @@ async function git(args: string[], cwd?: string, env: Record<string, string> = {
   return stdout.trim();
 }
 
+/** How the workspace's repository pushes: through the credential helper only, to the branch it is on. */
+function repositoryConfig(config: DaemonConfig, selfPath: string): string[] {
+  return [
+    `credential.helper=!${selfPath} git-credential`,
+    // git then tells the helper the repository's path too: it answers for this repository only.
+    "credential.useHttpPath=true",
+    "push.default=current",
+    `user.name=svc agent (${config.agentName})`,
+    "user.email=agent@svc.local",
+  ];
+}
+
 /**
  * Clones the session branch into the workspace and configures the repository so that `git push origin HEAD`
  * works with no token in the environment or in .git/config: only the credential helper, which asks the API.
@@ -36,17 +48,7 @@ export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Pr
       "--quiet",
       "--branch",
       config.branch,
-      "-c",
-      `credential.helper=!${selfPath} git-credential`,
-      // git then tells the helper the repository's path too: it answers for this repository only.
-      "-c",
-      "credential.useHttpPath=true",
-      "-c",
-      "push.default=current",
-      "-c",
-      `user.name=svc agent (${config.agentName})`,
-      "-c",
-      "user.email=agent@svc.local",
+      ...repositoryConfig(config, selfPath).flatMap((c) => ["-c", c]),
       "--",
       config.repoUrl,
       config.workspace,
@@ -58,6 +60,27 @@ export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Pr
       GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
     },
   );
+}
+
+/**
+ * A warm-pool sandbox's workspace, from a git bundle of the base branch the orchestrator sent: no credential
+ * exists before a session claims the sandbox. It ends as a clone would: `origin` is the project's repository,
+ * and the session branch (named before the claim) is checked out at the base.
+ */
+export async function seedWorkspace(config: DaemonConfig, bundle: string, selfPath: string): Promise<void> {
+  mkdirSync(config.workspace, { recursive: true });
+  await git([
+    "clone",
+    "--quiet",
+    "--branch",
+    config.baseRef,
+    ...repositoryConfig(config, selfPath).flatMap((c) => ["-c", c]),
+    "--",
+    bundle,
+    config.workspace,
+  ]);
+  await git(["remote", "set-url", "origin", config.repoUrl], config.workspace);
+  await git(["checkout", "--quiet", "-b", config.branch], config.workspace);
 }
 
 /** Re-pulls the session branch (fast-forward only: local commits are never thrown away). */

@@ -54,6 +54,8 @@ export type SandboxRecords = {
     serviceKeyHash: string;
     serviceKeySealed: string | null;
     tokenId: string;
+    /** A warm-pool sandbox's id, fixed when its container was made; else a new one. */
+    sandboxId?: string;
   }): Promise<string>;
   updateSandbox(
     sandboxId: string,

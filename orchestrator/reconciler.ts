@@ -32,6 +32,10 @@ export function createReconciler(deps: ReconcilerDeps) {
       const { sandboxId, sessionId } = c.owner;
       if (sandboxId && liveIds.has(sandboxId)) continue;
       if (sandboxId && provisioner.isProvisioning(sessionId ?? "")) continue;
+      // A warm-pool sandbox has no row until its session claims it: its process's pool holds it while that lives.
+      if (c.pool && sessionId && (provisioner.poolHolds(sessionId) || (await deps.isAlive(c.pool)))) {
+        if (!(await records.currentSandbox(sessionId))) continue;
+      }
       await driver.remove(c.id);
       removed += 1;
       log("reconciler removed an orphaned container", { container: c.id, sandbox: sandboxId });

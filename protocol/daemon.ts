@@ -24,6 +24,11 @@ export const DaemonHealth = z.object({
     commit: z.string().nullable(),
     error: z.string().nullable(),
   }),
+  /**
+   * A warm-pool sandbox (SVC_POOLED=1): `seeding` until the orchestrator sends its workspace, `warming` while the
+   * agent runtime boots, `ready` to be claimed, `claimed` once a session owns it. Absent in a session's own sandbox.
+   */
+  pool: z.enum(["seeding", "warming", "ready", "claimed", "failed"]).optional(),
   /** Last proxied request or control call; the idle sweeper hibernates sandboxes by it. */
   last_activity_at: z.string(),
   /** An agent run is in progress: never idle while true. */
@@ -68,6 +73,13 @@ export type EnvBody = z.infer<typeof EnvBody>;
 
 export const EnvResult = z.object({ names: z.array(z.string()) });
 export type EnvResult = z.infer<typeof EnvResult>;
+
+/**
+ * POST /svc/claim: a warm-pool sandbox becomes its session's. `env` is what the session adds to the sandbox's
+ * environment (its CLI token, its first prompt); the agent's shells see it from then on.
+ */
+export const ClaimBody = z.object({ env: z.record(EnvName, SafeText.max(200_000)) }).strict();
+export type ClaimBody = z.infer<typeof ClaimBody>;
 
 /** POST /svc/refresh: re-pull the session branch and restart the runtime in place. */
 export const RefreshResult = z.object({ commit: z.string().nullable(), restarted: z.boolean() });

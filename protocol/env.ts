@@ -22,7 +22,17 @@ export const SandboxEnv = {
   llmBaseUrl: "SVC_LLM_BASE_URL",
   gatewayApiKey: "SVC_GW_API_KEY",
   gatewayUrl: "SVC_GW_URL",
+  /** Not SPEC's: marks a warm-pool sandbox, seeded and warmed before a session claims it. */
+  pooled: "SVC_POOLED",
 } as const;
+
+/** What a claim adds to a pooled sandbox's environment: the rest is the same for every session of the project. */
+export const CLAIMED_ENV = [
+  SandboxEnv.cliToken,
+  SandboxEnv.executorToken,
+  SandboxEnv.initialPrompt,
+  SandboxEnv.bootstrapAgentSession,
+] as const;
 
 /** Variables the CLI reads (SPEC "Read by the CLI"), plus SVC_HOME for the self-host stack. */
 export const CliEnv = {
@@ -47,6 +57,9 @@ export const SANDBOX_API_ALIAS = "svc-api";
 export const AGENT_RUNTIME_PORT = 4096;
 export const SANDBOX_WORKSPACE = "/workspace";
 export const AGENT_HOME = "/opt/svc/home";
+/** A claimed pooled sandbox's session environment (CLAIMED_ENV), as JSON: its shells and `svc sessions exec` read it. */
+export const SESSION_ENV_FILE_NAME = ".svc-session-env.json";
+export const SESSION_ENV_FILE = `${AGENT_HOME}/${SESSION_ENV_FILE_NAME}`;
 export const DEFAULT_PREVIEW_PORT = 3000;
 
 /** How a self-hosted installation gets a model gateway: the exact command, quoted in every "no model" message. */

@@ -193,6 +193,12 @@ export const STACK_SETTINGS = [
   ),
   setting("SVC_IDLE_TIMEOUT_S", "integer", int(10).default(1800), "seconds of inactivity before a session stops"),
   setting(
+    "SVC_POOL_SIZE",
+    "integer",
+    int(0).max(8).default(1),
+    "warm sandboxes kept ready per project with recent sessions (0 disables the pool)",
+  ),
+  setting(
     "SVC_LLM_BASE_URL",
     "url",
     httpUrl.optional(),

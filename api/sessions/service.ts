@@ -84,19 +84,29 @@ export function createSessionService(deps: SessionServiceDeps) {
       userId: string,
       options: { trigger?: string } = {},
     ): Promise<SessionRecord> {
-      const created = await store.createWithinCap({
-        accountId: project.account_id,
-        projectId: project.id,
-        baseRef: body.base_ref ?? project.default_branch,
-        agentName: body.agent ?? settings.defaultAgent,
-        agentModel: body.model ?? null,
-        initialPrompt: body.prompt ?? null,
-        createdBy: userId,
-        trigger: options.trigger ?? null,
-        cap: settings.sessionCap,
-        provisioner: deps.instanceId,
-      });
+      const baseRef = body.base_ref ?? project.default_branch;
+      const agentName = body.agent ?? settings.defaultAgent;
+      const pooled = provisioner.reservePooled(project, { baseRef, agent: agentName, model: body.model ?? null });
+      const created = await store
+        .createWithinCap({
+          sessionId: pooled,
+          accountId: project.account_id,
+          projectId: project.id,
+          baseRef,
+          agentName,
+          agentModel: body.model ?? null,
+          initialPrompt: body.prompt ?? null,
+          createdBy: userId,
+          trigger: options.trigger ?? null,
+          cap: settings.sessionCap,
+          provisioner: deps.instanceId,
+        })
+        .catch((err) => {
+          if (pooled) provisioner.releasePooled(pooled);
+          throw err;
+        });
       if ("current" in created) {
+        if (pooled) provisioner.releasePooled(pooled);
         throw apiError("SESSION_CAP_REACHED", `this account may run ${settings.sessionCap} sessions at once`, {
           limit: settings.sessionCap,
           current: created.current,

@@ -41,6 +41,8 @@ export function createSessionStore(sql: Sql) {
       cap: number;
       /** The API process that provisions it (cluster.ts). */
       provisioner: string;
+      /** The id a warm-pool sandbox was made for (its labels and branch name carry it); else a new one. */
+      sessionId?: string;
     }): Promise<{ session: SessionRecord } | { current: number }> {
       return sql.transaction(async (tx) => {
         // One account's creates queue here, so two of them can never both take the last slot.
@@ -55,7 +57,7 @@ export function createSessionStore(sql: Sql) {
              initial_prompt, created_by, provisioner, trigger_slug)
            values ($1, $2, $3, 'provisioning', $1, $4, $5, $6, $7, $8, $9, $10) returning ${SESSION_COLUMNS}`,
           [
-            crypto.randomUUID(),
+            input.sessionId ?? crypto.randomUUID(),
             input.accountId,
             input.projectId,
             input.baseRef,
@@ -143,11 +145,19 @@ export function createSessionStore(sql: Sql) {
       serviceKeyHash: string;
       serviceKeySealed: string | null;
       tokenId: string;
+      sandboxId?: string;
     }): Promise<string> {
       const [row] = await sql.query<{ sandbox_id: string }>(
-        `insert into session_sandboxes (session_id, project_id, status, service_key_hash, service_key_enc, token_id)
-         values ($1, $2, 'provisioning', $3, $4, $5) returning sandbox_id`,
-        [input.sessionId, input.projectId, input.serviceKeyHash, input.serviceKeySealed, input.tokenId],
+        `insert into session_sandboxes (sandbox_id, session_id, project_id, status, service_key_hash, service_key_enc, token_id)
+         values (coalesce($6::uuid, gen_random_uuid()), $1, $2, 'provisioning', $3, $4, $5) returning sandbox_id`,
+        [
+          input.sessionId,
+          input.projectId,
+          input.serviceKeyHash,
+          input.serviceKeySealed,
+          input.tokenId,
+          input.sandboxId ?? null,
+        ],
       );
       return row!.sandbox_id;
     },

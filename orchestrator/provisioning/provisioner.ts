@@ -1,5 +1,5 @@
 import { hashSecret, newSecret } from "../../protocol/credential.ts";
-import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
+import { CLAIMED_ENV, SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";
 import { redact } from "../../protocol/redact.ts";
 import { plainText } from "../../protocol/terminal-text.ts";
@@ -19,6 +19,10 @@ import type {
 import type { SandboxDriver } from "../sandbox/driver.ts";
 import { hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
 import { waitLive } from "./wait-live.ts";
+import { createWarmPool, type PoolMember } from "./warm-pool.ts";
+
+const POOL_IDLE_MS = 30 * 60_000;
+const POOL_TICK_MS = 5000;
 
 export type ProvisionerSettings = {
   /** The API origin as sandboxes reach it, e.g. http://host.docker.internal:7700. */
@@ -27,6 +31,10 @@ export type ProvisionerSettings = {
   provisionTimeoutMs: number;
   limits: { memoryBytes: number; nanoCpus: number; pids: number };
   llm: { baseUrl?: string; apiKey?: string; model?: string };
+  /** The agent a session gets when it names none: the one pooled sandboxes are made for. */
+  defaultAgent: string;
+  /** Warm sandboxes kept per project with recent sessions (SVC_POOL_SIZE); 0 or absent: none. */
+  poolSize?: number;
 };
 
 export type ProvisionerDeps = {
@@ -41,6 +49,8 @@ export type ProvisionerDeps = {
   settings: ProvisionerSettings;
   /** This installation's id (one per database): its sandboxes are owned by it. */
   installationId: string;
+  /** This API process (cluster.ts): its warm pool's containers carry it. */
+  instanceId: string;
   /** Told whenever a session's sandbox goes away, so callers drop what they cached about it. */
   onSandboxClosed: (sessionId: string) => void;
   log: Log;
@@ -68,6 +78,65 @@ export function createProvisioner(deps: ProvisionerDeps) {
   // Sessions this process is provisioning right now: the reconciler leaves them alone.
   const inFlight = new Set<string>();
 
+  function envFor(
+    project: Project,
+    session: SessionToProvision,
+    credentials: {
+      serviceKey: string;
+      cliToken: string;
+      secrets: { values: Record<string, string>; revision: number };
+    },
+  ): Record<string, string> {
+    return sandboxEnv({
+      project,
+      session,
+      repoUrl:
+        project.repo_kind === "managed"
+          ? `${settings.sandboxApiOrigin}/git/${project.id}.git`
+          : hostUrlForSandbox(project.repo_url ?? "", settings.hostAlias),
+      apiOrigin: settings.sandboxApiOrigin,
+      serviceKey: credentials.serviceKey,
+      cliToken: credentials.cliToken,
+      secrets: credentials.secrets.values,
+      secretsRevision: credentials.secrets.revision,
+      llm: {
+        ...settings.llm,
+        baseUrl: settings.llm.baseUrl ? hostUrlForSandbox(settings.llm.baseUrl, settings.hostAlias) : undefined,
+      },
+    });
+  }
+
+  const pool = createWarmPool({
+    driver,
+    repos: deps.repos,
+    secrets: deps.secrets,
+    platformImage: deps.platformImage,
+    envFor,
+    settings: {
+      size: settings.poolSize ?? 0,
+      idleMs: POOL_IDLE_MS,
+      tickMs: POOL_TICK_MS,
+      readyTimeoutMs: settings.provisionTimeoutMs,
+      defaultAgent: settings.defaultAgent,
+      defaultModel: settings.llm.model,
+      limits: settings.limits,
+    },
+    installationId: deps.installationId,
+    instanceId: deps.instanceId,
+    log: deps.log,
+  });
+
+  /** Hands a reserved pool sandbox to its session: the session's credentials and prompt, and nothing else, go in. */
+  async function claim(member: PoolMember, env: Record<string, string>): Promise<void> {
+    const res = await fetch(`${member.url}/svc/claim`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${member.serviceKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ env: Object.fromEntries(CLAIMED_ENV.filter((n) => env[n]).map((n) => [n, env[n]!])) }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    if (!res.ok) throw new Error(`the pooled sandbox refused its claim (${res.status}): ${await res.text()}`);
+  }
+
   async function provisionSandbox(
     project: Project,
     session: SessionToProvision,
@@ -86,21 +155,40 @@ export function createProvisioner(deps: ProvisionerDeps) {
         .then(() => records.setProgress(session.session_id, redact(step, credentials)))
         .catch(() => {});
     };
+    const finish = async (url: string) => {
+      await waitLive(url, deadline, progress);
+      await progressWritten;
+      await records.updateSandbox(sandboxId!, { status: "active" });
+      if (
+        !(await records.transition(session.session_id, ["provisioning"], "running", { sandboxUrl: url, error: null }))
+      ) {
+        // Stopped or removed while it booted: the sandbox must not outlive that decision.
+        await teardown(sandboxId, containerId, tokenId, "stopped");
+      }
+    };
     try {
       const gitDir = await deps.repos.gitDir(project);
       const baseSha = (await deps.repos.tips(project))?.get(session.base_ref);
       if (!baseSha) throw new Error(`base branch '${session.base_ref}' not found`);
+      const secrets = await deps.secrets.values(project.id);
+      credentials.push(...Object.values(secrets.values));
+      // A pooled sandbox serves only if it still holds this base and these secrets; else it goes, and a cold one
+      // is made for the same session id.
+      let member = options.cutBranch ? pool.take(session.session_id) : undefined;
+      if (member && (member.baseSha !== baseSha || member.secretsRevision !== secrets.revision)) {
+        await pool.discard(member);
+        member = undefined;
+      }
       if (options.cutBranch && !(await deps.repos.createBranch(project, session.branch, baseSha))) {
         throw new Error(`could not create branch '${session.branch}'`);
       }
-      const headSha = (await deps.repos.tips(project))?.get(session.branch) ?? baseSha;
       const token = await deps.tokens.mint({
         userId: session.created_by,
         projectId: project.id,
         sessionId: session.session_id,
       });
       tokenId = token.id;
-      const serviceKey = newSecret(SERVICE_KEY_PREFIX);
+      const serviceKey = member?.serviceKey ?? newSecret(SERVICE_KEY_PREFIX);
       credentials.push(token.token, serviceKey);
       sandboxId = await records.insertSandbox({
         sessionId: session.session_id,
@@ -108,7 +196,17 @@ export function createProvisioner(deps: ProvisionerDeps) {
         serviceKeyHash: hashSecret(serviceKey),
         serviceKeySealed: deps.sealServiceKey(serviceKey),
         tokenId: token.id,
+        sandboxId: member?.sandboxId,
       });
+      const env = envFor(project, session, { serviceKey, cliToken: token.token, secrets });
+      if (member) {
+        containerId = member.containerId;
+        await records.updateSandbox(sandboxId, { image: member.image, containerId, url: member.url });
+        await claim(member, env);
+        await finish(member.url);
+        return;
+      }
+      const headSha = (await deps.repos.tips(project))?.get(session.branch) ?? baseSha;
       progress("preparing the sandbox image");
       const image = await resolveSessionImage(driver, {
         gitDir,
@@ -118,26 +216,6 @@ export function createProvisioner(deps: ProvisionerDeps) {
         onStep: (step) => progress(buildStep(step)),
       });
       await records.updateSandbox(sandboxId, { image });
-      const secrets = await deps.secrets.values(project.id);
-      credentials.push(...Object.values(secrets.values));
-      const repoUrl =
-        project.repo_kind === "managed"
-          ? `${settings.sandboxApiOrigin}/git/${project.id}.git`
-          : hostUrlForSandbox(project.repo_url ?? "", settings.hostAlias);
-      const env = sandboxEnv({
-        project,
-        session,
-        repoUrl,
-        apiOrigin: settings.sandboxApiOrigin,
-        serviceKey,
-        cliToken: token.token,
-        secrets: secrets.values,
-        secretsRevision: secrets.revision,
-        llm: {
-          ...settings.llm,
-          baseUrl: settings.llm.baseUrl ? hostUrlForSandbox(settings.llm.baseUrl, settings.hostAlias) : undefined,
-        },
-      });
       progress("starting sandbox");
       containerId = await driver.create({
         name: `svc-${session.session_id.slice(0, 8)}-${sandboxId.slice(0, 8)}`,
@@ -157,15 +235,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
       if (!info.endpoint) throw new Error("the sandbox's daemon has no address the API can reach");
       const url = info.endpoint;
       await records.updateSandbox(sandboxId, { url });
-      await waitLive(url, deadline, progress);
-      await progressWritten;
-      await records.updateSandbox(sandboxId, { status: "active" });
-      if (
-        !(await records.transition(session.session_id, ["provisioning"], "running", { sandboxUrl: url, error: null }))
-      ) {
-        // Stopped or removed while it booted: the sandbox must not outlive that decision.
-        await teardown(sandboxId, containerId, tokenId, "stopped");
-      }
+      await finish(url);
     } catch (err) {
       // Read by browsers and pipes: plain text, whatever the engine, git or the sandbox printed.
       const message = plainText(redact(describeFailure(err), credentials));
@@ -191,6 +261,14 @@ export function createProvisioner(deps: ProvisionerDeps) {
 
   return {
     isProvisioning: (sessionId: string) => inFlight.has(sessionId),
+
+    /** The session id of a ready pooled sandbox reserved for a new session that fits it (warm-pool.ts). */
+    reservePooled: pool.reserve,
+    releasePooled: pool.release,
+    /** Whether this process's pool still holds the container made for this session id. */
+    poolHolds: pool.holds,
+    startPool: pool.start,
+    stopPool: pool.stop,
 
     /**
      * Everything one sandbox needs, then the container; any failure leaves the session `failed` and no container.

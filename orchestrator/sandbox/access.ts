@@ -1,4 +1,4 @@
-import { SANDBOX_WORKSPACE } from "../../protocol/env.ts";
+import { SANDBOX_WORKSPACE, SandboxEnv, SESSION_ENV_FILE } from "../../protocol/env.ts";
 import { redact } from "../../protocol/redact.ts";
 import { CLONE_CREDENTIAL_PREFIX, SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
 import { sensitiveValues } from "../provisioning/sandbox-env.ts";
@@ -17,6 +17,27 @@ export type ExecRequest = { cmd: string[]; tty: boolean; stdin: boolean; cols?: 
  * credentials and secret values it was given masked, and commands run in its workspace as its own user.
  */
 export function createSandboxAccess(driver: SandboxDriver) {
+  /** A claimed pooled sandbox's session variables, which its container's own environment cannot hold. */
+  async function sessionEnv(containerId: string): Promise<string[]> {
+    if ((await driver.environment(containerId))[SandboxEnv.pooled] !== "1") return [];
+    const read = await driver.exec(containerId, {
+      cmd: ["cat", SESSION_ENV_FILE],
+      tty: false,
+      stdin: false,
+      workingDir: "/",
+      env: [],
+    });
+    const chunks: Buffer[] = [];
+    for await (const { stream, data } of read.output) if (stream === "stdout") chunks.push(data);
+    try {
+      return Object.entries(JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, string>).map(
+        ([name, value]) => `${name}=${value}`,
+      );
+    } catch {
+      return [];
+    }
+  }
+
   return {
     async logs(
       containerId: string,
@@ -31,7 +52,8 @@ export function createSandboxAccess(driver: SandboxDriver) {
       })();
     },
 
-    exec(containerId: string, request: ExecRequest): Promise<SandboxExec> {
+    async exec(containerId: string, request: ExecRequest): Promise<SandboxExec> {
+      const session = await sessionEnv(containerId);
       return driver.exec(containerId, {
         cmd: request.cmd,
         tty: request.tty,
@@ -39,7 +61,7 @@ export function createSandboxAccess(driver: SandboxDriver) {
         cols: request.cols,
         rows: request.rows,
         workingDir: SANDBOX_WORKSPACE,
-        env: request.tty ? [`TERM=${request.term ?? "xterm"}`] : [],
+        env: [...session, ...(request.tty ? [`TERM=${request.term ?? "xterm"}`] : [])],
       });
     },
   };

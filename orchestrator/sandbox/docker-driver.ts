@@ -16,7 +16,7 @@ import type {
   SandboxSpec,
 } from "./driver.ts";
 import { type ContainerAddresses, type SandboxNetworking, type SandboxPlacement, statusOf } from "./networking.ts";
-import { APP_LABELS, OWNER_LABELS, toAppLabels, toAppOwner, toLabels, toOwner } from "./owner-labels.ts";
+import { APP_LABELS, OWNER_LABELS, POOL_LABEL, toAppLabels, toAppOwner, toLabels, toOwner } from "./owner-labels.ts";
 import { sharedNetworking } from "./shared-network.ts";
 
 // Enough for git, package managers and dev servers; nothing that reaches the host (no NET_ADMIN, SYS_ADMIN...).
@@ -103,6 +103,7 @@ export function createDockerDriver(options: {
     running,
     owner: toOwner(labels),
     endpoint: running ? networking.endpoint(addresses, options.servicePort) : null,
+    pool: labels?.[POOL_LABEL] ?? null,
   });
 
   const toAppInfo = (
@@ -158,7 +159,7 @@ export function createDockerDriver(options: {
         name: spec.name,
         Image: spec.image,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: toLabels(spec.owner),
+        Labels: { ...toLabels(spec.owner), ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}) },
         ExposedPorts: { [port]: {} },
         HostConfig: hostConfig(placement, spec.limits),
       }));

@@ -52,6 +52,8 @@ export type SandboxSpec = {
   /** The daemon's port inside the sandbox; reachable by the API only. */
   servicePort: number;
   limits: { memoryBytes: number; nanoCpus: number; pids: number };
+  /** A warm-pool sandbox: the API process (cluster instance) whose pool holds it until a session claims it. */
+  pool?: string;
 };
 
 export type SandboxInfo = {
@@ -62,6 +64,8 @@ export type SandboxInfo = {
   owner: Partial<SandboxOwner>;
   /** The daemon's URL as the API reaches it, once running. */
   endpoint: string | null;
+  /** SandboxSpec.pool of a warm-pool sandbox. */
+  pool: string | null;
 };
 
 export type ImageBuild = {

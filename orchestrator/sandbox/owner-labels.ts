@@ -8,6 +8,9 @@ export const OWNER_LABELS: Record<keyof SandboxOwner, string> = {
   projectId: "dev.svc.project",
 };
 
+/** A warm-pool sandbox's label: the API process holding it (SandboxSpec.pool). */
+export const POOL_LABEL = "dev.svc.pool";
+
 /** An app container's labels: the installation and project as a sandbox's, then its app and deploy. */
 export const APP_LABELS: Record<keyof AppOwner, string> = {
   installationId: OWNER_LABELS.installationId,

@@ -1,0 +1,291 @@
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { Readable } from "node:stream";
+import { newSecret } from "../../protocol/credential.ts";
+import { DaemonHealth } from "../../protocol/daemon.ts";
+import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
+import type { Project } from "../../protocol/project.ts";
+import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
+import { resolveSessionImage } from "../images/project-image.ts";
+import type { Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
+import type { SandboxDriver } from "../sandbox/driver.ts";
+
+/** A pooled sandbox: made for one session id (its labels and branch carry it) before any session has it. */
+export type PoolMember = {
+  projectId: string;
+  sessionId: string;
+  sandboxId: string;
+  serviceKey: string;
+  containerId: string;
+  url: string;
+  image: string;
+  baseRef: string;
+  baseSha: string;
+  secretsRevision: number;
+  state: "warming" | "ready" | "reserved";
+};
+
+export type WarmPoolDeps = {
+  driver: SandboxDriver;
+  repos: RepositoryPort;
+  secrets: SecretsPort;
+  platformImage: () => Promise<string>;
+  /** The environment a session's sandbox gets (sandbox-env.ts), as the provisioner builds it. */
+  envFor: (
+    project: Project,
+    session: SessionToProvision,
+    credentials: {
+      serviceKey: string;
+      cliToken: string;
+      secrets: { values: Record<string, string>; revision: number };
+    },
+  ) => Record<string, string>;
+  settings: {
+    /** Ready sandboxes kept per project that had a session lately; 0: no pool. */
+    size: number;
+    /** A project with no session for this long gives its pool up. */
+    idleMs: number;
+    /** How often pools are checked against their base branch and refilled. */
+    tickMs: number;
+    readyTimeoutMs: number;
+    defaultAgent: string;
+    defaultModel?: string;
+    limits: { memoryBytes: number; nanoCpus: number; pids: number };
+  };
+  installationId: string;
+  /** This API process: its pool's containers carry it, so the reconciler leaves them to it while it lives. */
+  instanceId: string;
+  log: Log;
+};
+
+/** The session a pool sandbox is made for, before anyone asked for it: the project's default branch and agent. */
+function pooledSession(project: Project, sessionId: string, agent: string): SessionToProvision {
+  return {
+    session_id: sessionId,
+    branch: sessionId,
+    base_ref: project.default_branch,
+    agent_name: agent,
+    agent_model: null,
+    initial_prompt: null,
+  } as SessionToProvision;
+}
+
+/** The project's base branch as a git bundle on stdout: what seeds a pooled workspace without any credential. */
+function bundleOf(gitDir: string, branch: string): NodeJS.ReadableStream {
+  const git = spawn("git", ["bundle", "create", "-", `refs/heads/${branch}`], {
+    cwd: gitDir,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  return git.stdout;
+}
+
+/**
+ * Warm sandboxes per project: created, seeded with the default branch, their agent runtime booted and warmed up,
+ * so a session claims one instead of waiting for all that. Each is made for one session id and used once: a
+ * claimed sandbox goes with its session, and never carries another session's files, env or processes.
+ * Members whose base branch moved or whose project secrets changed are replaced; projects without sessions for
+ * `idleMs` give theirs up.
+ */
+export function createWarmPool(deps: WarmPoolDeps) {
+  const { driver, settings, log } = deps;
+  const members = new Map<string, PoolMember>();
+  const wanted = new Map<string, { project: Project; at: number }>();
+  const filling = new Map<string, Promise<void>>();
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  const ofProject = (projectId: string) => [...members.values()].filter((m) => m.projectId === projectId);
+
+  async function discard(member: PoolMember): Promise<void> {
+    members.delete(member.sessionId);
+    await driver.remove(member.containerId).catch((err) => {
+      log("could not remove a pooled sandbox", { container: member.containerId, error: (err as Error).message });
+    });
+  }
+
+  /** Polls the daemon's health until `pool` is `want`; false when it failed, went away or took too long. */
+  async function waitPool(member: PoolMember, want: "seeding" | "ready"): Promise<boolean> {
+    const deadline = Date.now() + settings.readyTimeoutMs;
+    while (Date.now() < deadline && !stopped && members.has(member.sessionId)) {
+      const res = await fetch(`${member.url}/svc/health`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined);
+      const health = DaemonHealth.safeParse(res?.ok ? await res.json() : undefined);
+      if (health.success && health.data.pool === want) return true;
+      if (health.success && health.data.pool === "failed") return false;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+  }
+
+  async function addMember(project: Project): Promise<void> {
+    const baseSha = (await deps.repos.tips(project))?.get(project.default_branch);
+    if (!baseSha) return;
+    const gitDir = await deps.repos.gitDir(project);
+    const image = await resolveSessionImage(driver, {
+      gitDir,
+      commit: baseSha,
+      ref: project.default_branch,
+      platformImage: await deps.platformImage(),
+    });
+    const secrets = await deps.secrets.values(project.id);
+    const sessionId = randomUUID();
+    const sandboxId = randomUUID();
+    const serviceKey = newSecret(SERVICE_KEY_PREFIX);
+    const env = deps.envFor(project, pooledSession(project, sessionId, settings.defaultAgent), {
+      serviceKey,
+      cliToken: "",
+      secrets,
+    });
+    for (const name of [...CLAIMED_ENV, SandboxEnv.autoClone]) delete env[name];
+    env[SandboxEnv.pooled] = "1";
+    const containerId = await driver.create({
+      name: `svc-${sessionId.slice(0, 8)}-${sandboxId.slice(0, 8)}`,
+      image,
+      env,
+      owner: { installationId: deps.installationId, sandboxId, sessionId, projectId: project.id },
+      servicePort: SANDBOX_SERVICE_PORT,
+      limits: settings.limits,
+      pool: deps.instanceId,
+    });
+    const member: PoolMember = {
+      projectId: project.id,
+      sessionId,
+      sandboxId,
+      serviceKey,
+      containerId,
+      url: "",
+      image,
+      baseRef: project.default_branch,
+      baseSha,
+      secretsRevision: secrets.revision,
+      state: "warming",
+    };
+    members.set(sessionId, member);
+    try {
+      const info = await driver.start(containerId);
+      if (!info.endpoint) throw new Error("the pooled sandbox has no address the API can reach");
+      member.url = info.endpoint;
+      if (!(await waitPool(member, "seeding"))) throw new Error("the pooled sandbox's daemon did not start");
+      await seed(member, gitDir);
+      if (!(await waitPool(member, "ready"))) throw new Error("the pooled sandbox did not become ready");
+      if (members.has(sessionId)) member.state = "ready";
+    } catch (err) {
+      log("a pooled sandbox failed", { project: project.id, error: (err as Error).message });
+      await discard(member);
+    }
+  }
+
+  /** Sends the base branch; the daemon answers once its workspace is cloned, with the commit it holds. */
+  async function seed(member: PoolMember, gitDir: string): Promise<void> {
+    const res = await fetch(`${member.url}/svc/pool/seed`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${member.serviceKey}`, "content-type": "application/octet-stream" },
+      body: Readable.toWeb(bundleOf(gitDir, member.baseRef) as Readable) as ReadableStream,
+      duplex: "half",
+      signal: AbortSignal.timeout(settings.readyTimeoutMs),
+    } as RequestInit);
+    const body = (await res.json()) as { commit?: string | null; error?: { message?: string } };
+    if (!res.ok) throw new Error(body.error?.message ?? `seed answered ${res.status}`);
+    if (body.commit) member.baseSha = body.commit;
+  }
+
+  /** Tops a wanted project's pool up to `size`, one member at a time (two cores: a burst of boots slows claims). */
+  function fill(project: Project): Promise<void> {
+    const running = filling.get(project.id);
+    if (running) return running;
+    const work = (async () => {
+      try {
+        while (!stopped && wanted.has(project.id)) {
+          const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
+          if (spare >= settings.size) break;
+          const before = members.size;
+          await addMember(project);
+          if (members.size <= before) break;
+        }
+      } catch (err) {
+        log("warm pool fill failed", { project: project.id, error: (err as Error).message });
+      } finally {
+        filling.delete(project.id);
+      }
+    })();
+    filling.set(project.id, work);
+    return work;
+  }
+
+  /** Drops members a claim could not use anyway (base moved, secrets changed), idle projects' pools, then refills. */
+  async function tick(): Promise<void> {
+    for (const [projectId, { project, at }] of wanted) {
+      const ready = ofProject(projectId).filter((m) => m.state === "ready");
+      if (Date.now() - at > settings.idleMs) {
+        wanted.delete(projectId);
+        await Promise.all(ready.map(discard));
+        continue;
+      }
+      const tip = (await deps.repos.tips(project).catch(() => undefined))?.get(project.default_branch);
+      const revision = (await deps.secrets.values(projectId).catch(() => undefined))?.revision;
+      const stale = ready.filter(
+        (m) => (tip && m.baseSha !== tip) || (revision !== undefined && m.secretsRevision !== revision),
+      );
+      await Promise.all(stale.map(discard));
+      void fill(project);
+    }
+  }
+
+  return {
+    enabled: settings.size > 0,
+
+    /**
+     * A ready sandbox for a new session of `project`, reserved under the session id it was made for; undefined
+     * when none fits (another base, agent or model than the pool's) or none is ready. Either way the project's
+     * pool is (re)filled in the background.
+     */
+    reserve(project: Project, wants: { baseRef: string; agent: string; model: string | null }): string | undefined {
+      if (settings.size === 0 || stopped) return undefined;
+      wanted.set(project.id, { project, at: Date.now() });
+      const fits =
+        wants.baseRef === project.default_branch &&
+        wants.agent === settings.defaultAgent &&
+        (wants.model === null || wants.model === settings.defaultModel);
+      const member = fits ? ofProject(project.id).find((m) => m.state === "ready") : undefined;
+      if (member) member.state = "reserved";
+      void fill(project);
+      return member?.sessionId;
+    },
+
+    /** The reserved member made for this session, now the provisioner's: out of the pool for good. */
+    take(sessionId: string): PoolMember | undefined {
+      const member = members.get(sessionId);
+      if (member?.state !== "reserved") return undefined;
+      members.delete(sessionId);
+      return member;
+    },
+
+    /** A reservation whose session was not created after all (the account's cap). */
+    release(sessionId: string): void {
+      const member = members.get(sessionId);
+      if (member?.state === "reserved") member.state = "ready";
+    },
+
+    discard,
+
+    /** Whether this process's pool holds the container (the reconciler leaves it alone). */
+    holds: (sessionId: string) => members.has(sessionId),
+
+    start(): void {
+      if (settings.size === 0) return;
+      timer = setInterval(
+        () => void tick().catch((err) => log("warm pool check failed", { error: String(err) })),
+        settings.tickMs,
+      );
+      timer.unref();
+    },
+
+    async stop(): Promise<void> {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      await Promise.allSettled([...filling.values()]);
+      await Promise.all([...members.values()].map(discard));
+    },
+  };
+}
+
+export type WarmPool = ReturnType<typeof createWarmPool>;

@@ -1,0 +1,177 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call } from "./support/api-server.ts";
+import { svc } from "./support/cli.ts";
+import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+import { startScriptedLlm } from "./support/scripted-llm.ts";
+import { waitFor } from "./support/wait.ts";
+
+const CR_PROMPT = "Commit pooled.txt and open a change request";
+
+type Container = { Id: string; Created: number; Labels: Record<string, string> };
+
+/**
+ * The warm pool on the real API, Docker and sandbox image, opencode and a scripted model: a session claims a
+ * sandbox made, seeded and warmed before it was asked for, and gets nothing of any other session.
+ */
+describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
+  let sp: SandboxedProject;
+  let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
+
+  const pooled = async (): Promise<Container[]> =>
+    (await sp.docker.listContainers({
+      all: true,
+      filters: { label: [`dev.svc.project=${sp.project.id}`, "dev.svc.pool"] },
+    })) as Container[];
+  const containerOf = async (sessionId: string) =>
+    (
+      (await sp.docker.listContainers({
+        all: true,
+        filters: { label: [`dev.svc.session=${sessionId}`] },
+      })) as Container[]
+    )[0];
+  /** A pooled sandbox that answers `ready`: what the next session claims. */
+  const readyMember = () =>
+    waitFor(
+      "a ready pooled sandbox",
+      async () => {
+        for (const c of await pooled()) {
+          const session = c.Labels["dev.svc.session"]!;
+          if ((await sp.sessions(`/${session}`)).status === 200) continue;
+          const info = await sp.docker.getContainer(c.Id).inspect();
+          const ip = Object.values(info.NetworkSettings.Networks)[0]?.IPAddress;
+          const health = await fetch(`http://${ip}:8000/svc/health`).then(
+            (r) => r.json(),
+            () => undefined,
+          );
+          // The pool marks it claimable once it has seen this too (it polls every 50 ms).
+          if (health?.pool === "ready") return new Promise<Container>((r) => setTimeout(() => r(c), 300));
+        }
+        return undefined;
+      },
+      { timeoutMs: 120_000 },
+    );
+  const running = (id: string) =>
+    waitFor(
+      `session ${id} running`,
+      async () => {
+        const s = (await sp.sessions(`/${id}`)).body;
+        if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
+        return s.status === "running" ? s : undefined;
+      },
+      { timeoutMs: 120_000 },
+    );
+  const exec = (id: string, command: string) =>
+    svc(["sessions", "exec", id, "--", "sh", "-c", command], { env: sp.cliEnv });
+
+  beforeAll(async () => {
+    llm = await startScriptedLlm([
+      {
+        when: CR_PROMPT,
+        steps: [
+          {
+            tool: "bash",
+            args: {
+              command:
+                "echo pooled > pooled.txt && git add pooled.txt && git commit -qm pooled && git push -q origin HEAD && svc cr open --title pooled",
+              description: "commit, push and open a CR",
+            },
+          },
+          { text: "Opened." },
+        ],
+      },
+    ]);
+    sp = await startSandboxedProject("Pool", {
+      sessionCap: 10,
+      poolSize: 1,
+      llm: { baseUrl: llm.url, apiKey: "pool", model: "scripted" },
+    });
+  }, 300_000);
+  afterAll(async () => {
+    await sp?.close();
+    llm?.close();
+  });
+
+  it("the first session starts cold and fills the pool; the next claims the ready sandbox under its id", async () => {
+    const first = (await sp.sessions("", "POST", {})).body;
+    await running(first.session_id);
+    const member = await readyMember();
+
+    const asked = Date.now();
+    const created = await sp.sessions("", "POST", { prompt: CR_PROMPT });
+    expect(created.status).toBe(201);
+    // The session took the pooled sandbox's id: its container, labels and branch were made before it was asked.
+    expect(created.body.session_id).toBe(member.Labels["dev.svc.session"]);
+    expect(member.Created * 1000).toBeLessThan(asked);
+    await running(created.body.session_id);
+    expect((await containerOf(created.body.session_id))!.Id).toBe(member.Id);
+
+    // Its agent's shell has the session's CLI token (from the claim): it pushes and opens the CR as the session.
+    const cr = await waitFor(
+      "the pooled session's CR",
+      async () => {
+        const list = await call(sp.api.url, "GET", `/v1/projects/${sp.project.id}/change-requests?status=all`, {
+          token: sp.user.token,
+        });
+        return list.body.change_requests?.find(
+          (c: { origin_session_id: string }) => c.origin_session_id === created.body.session_id,
+        );
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect(cr, JSON.stringify(cr)).toMatchObject({
+      title: "pooled",
+      head_ref: created.body.session_id,
+      base_ref: "main",
+    });
+
+    // `sessions exec` sees the session's variables too, though the container was created without them.
+    const env = await exec(created.body.session_id, "env");
+    expect(env.stdout).toContain(`SVC_SESSION_ID=${created.body.session_id}`);
+    expect(env.stdout).toMatch(/^SVC_CLI_TOKEN=svc_/m);
+    expect(env.stdout).not.toContain("SVC_POOLED=0");
+  }, 300_000);
+
+  it("a claimed sandbox carries nothing of an earlier claim: files, env and processes are its own", async () => {
+    const a = (await sp.sessions("", "POST", {})).body.session_id as string;
+    await running(a);
+    await exec(a, "echo leftover > /tmp/leftover && echo leftover > left.txt && (sleep 1000 >/dev/null 2>&1 &)");
+    const aEnv = await exec(a, "echo $SVC_CLI_TOKEN");
+    await sp.sessions(`/${a}`, "DELETE");
+
+    const member = await readyMember();
+    const b = (await sp.sessions("", "POST", {})).body.session_id as string;
+    expect(b).toBe(member.Labels["dev.svc.session"]);
+    await running(b);
+    const seen = await exec(
+      b,
+      "ls /tmp/leftover left.txt 2>&1; pgrep -x sleep || echo no-sleep; echo token=$SVC_CLI_TOKEN; echo id=$SVC_SESSION_ID; git status --short | sed 's/^/changed: /'",
+    );
+    expect(seen.stdout).toContain("No such file");
+    expect(seen.stdout).not.toMatch(/^\/tmp\/leftover$/m);
+    expect(seen.stdout).toContain("no-sleep");
+    expect(seen.stdout).toContain(`id=${b}`);
+    expect(seen.stdout).not.toContain(aEnv.stdout.trim());
+    expect(seen.stdout).not.toContain("changed:");
+  }, 300_000);
+
+  it("a pool made before main moved is replaced: the next session starts from the new main", async () => {
+    await readyMember();
+    const repo = await workRepo(authedUrl(sp.project.repo_url, sp.user.token));
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.git(["reset", "-q", "--hard", "FETCH_HEAD"]);
+    const tip = await repo.commit("moved", { "MOVED.md": "moved\n" });
+    expect((await repo.push("main")).code).toBe(0);
+    const id = (await sp.sessions("", "POST", {})).body.session_id as string;
+    await running(id);
+    expect((await exec(id, "git rev-parse HEAD")).stdout.trim()).toBe(tip);
+  }, 300_000);
+
+  it("a session for another model or base does not take the pool's sandbox", async () => {
+    const member = await readyMember();
+    const other = await sp.sessions("", "POST", { model: "another" });
+    expect(other.status).toBe(201);
+    expect(other.body.session_id).not.toBe(member.Labels["dev.svc.session"]);
+    await sp.sessions(`/${other.body.session_id}`, "DELETE");
+  }, 300_000);
+});
