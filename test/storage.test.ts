@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
+import { createChangeRequestStore } from "../api/change-requests/store.ts";
 import { loadMigrations, migrate } from "../api/db/migrate.ts";
 import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
 
@@ -23,6 +24,16 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
       [account!.id],
     );
     return { userId: user!.id, accountId: account!.id, projectId: project!.id };
+  }
+
+  async function insertSession(sql: TestDatabase["sql"], ids: Awaited<ReturnType<typeof seedProject>>) {
+    const sessionId = randomUUID();
+    await sql.query(
+      `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
+       values ($1, $2, $3, $1, 'main', 'build', $4)`,
+      [sessionId, ids.accountId, ids.projectId, ids.userId],
+    );
+    return sessionId;
   }
 
   async function insertCr(
@@ -77,12 +88,7 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
   it("nulls origin_session_id when the session goes, and deletes CRs with their project", async () => {
     db = await freshDatabase(kind);
     const ids = await seedProject(db.sql);
-    const sessionId = randomUUID();
-    await db.sql.query(
-      `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
-       values ($1, $2, $3, $1, 'main', 'build', $4)`,
-      [sessionId, ids.accountId, ids.projectId, ids.userId],
-    );
+    const sessionId = await insertSession(db.sql, ids);
     await db.sql.query("insert into session_sandboxes (session_id, project_id) values ($1, $2)", [
       sessionId,
       ids.projectId,
@@ -99,6 +105,27 @@ describe.each(DATABASE_KINDS)("storage on %s", (kind) => {
 
     await db.sql.query("delete from projects where id = $1", [ids.projectId]);
     expect(await db.sql.query("select 1 from change_requests where cr_id = $1", [crId])).toHaveLength(0);
+  });
+
+  it("reads a CR through the store as its row is now, whoever changed it", async () => {
+    db = await freshDatabase(kind);
+    const ids = await seedProject(db.sql);
+    const sessionId = await insertSession(db.sql, ids);
+    const crId = await insertCr(db.sql, ids, 1, { origin_session_id: sessionId });
+    const store = createChangeRequestStore(db.sql);
+    const replica = createChangeRequestStore(db.sql);
+    const read = async () => [await store.byId(ids.projectId, crId), await store.byNumber(ids.projectId, 1)];
+    for (const cr of await read()) expect(cr).toMatchObject({ title: "t", origin_session_id: sessionId });
+    expect((await read())[0]).toEqual((await read())[1]);
+
+    await db.sql.query("update change_requests set title = 'retitled' where cr_id = $1", [crId]);
+    for (const cr of await read()) expect(cr!.title).toBe("retitled");
+    await db.sql.query("delete from project_sessions where session_id = $1", [sessionId]);
+    for (const cr of await read()) expect(cr!.origin_session_id).toBeNull();
+    await replica.close(crId, ids.userId);
+    for (const cr of await read()) expect(cr!.status).toBe("closed");
+    await db.sql.query("delete from change_requests where cr_id = $1", [crId]);
+    expect(await read()).toEqual([undefined, undefined]);
   });
 
   it("rolls back a failed transaction completely", async () => {

@@ -37,6 +37,11 @@ export type NewChangeRequest = {
   metadata: Record<string, unknown>;
 };
 
+/** Cached CRs, each with the row version (xmin) it was read at. */
+const CACHED_CRS = 10_000;
+// Transaction ids wrap around after billions: an entry never lives long enough to meet its xmin again.
+const CACHED_CR_MS = 60_000;
+
 export type MergeRecord = { mergedBy: string; mergeCommitSha: string; baseSha: string; headSha: string };
 
 export function createChangeRequestStore(sql: Sql) {
@@ -44,6 +49,34 @@ export function createChangeRequestStore(sql: Sql) {
     const [row] = await sql.query<Row>(text, params);
     return row && toCr(row);
   };
+
+  /**
+   * A CR read costs the engine little to find but much to output (twenty-odd columns, timestamps, JSON): a repeat
+   * read asks only for the row's version (xmin, new with every update of the row, whoever made it: this store, a
+   * foreign key's `set null`, another replica) and serves the row cached at that version, so it is never stale.
+   */
+  const cached = new Map<string, { version: string; cr: ChangeRequest; at: number }>();
+  async function versioned(key: string, where: string, params: unknown[]): Promise<ChangeRequest | undefined> {
+    const hit = cached.get(key);
+    if (hit && Date.now() - hit.at < CACHED_CR_MS) {
+      const [current] = await sql.query<{ version: string }>(
+        `select xmin::text as version from change_requests where ${where}`,
+        params,
+      );
+      if (current?.version === hit.version) return { ...hit.cr };
+    }
+    const [row] = await sql.query<Row & { version: string }>(
+      `select ${COLUMNS}, xmin::text as version from change_requests where ${where}`,
+      params,
+    );
+    cached.delete(key);
+    if (!row) return undefined;
+    const { version, ...fields } = row;
+    const cr = toCr(fields);
+    cached.set(key, { version, cr, at: Date.now() });
+    if (cached.size > CACHED_CRS) cached.delete(cached.keys().next().value!);
+    return { ...cr };
+  }
 
   return {
     /** Inserts with the next number of the project, taken under the project row's lock: unique, never reused. */
@@ -84,10 +117,10 @@ export function createChangeRequestStore(sql: Sql) {
     },
 
     byId: (projectId: string, crId: string) =>
-      one(`select ${COLUMNS} from change_requests where project_id = $1 and cr_id = $2`, [projectId, crId]),
+      versioned(`${projectId}/${crId}`, "project_id = $1 and cr_id = $2", [projectId, crId]),
 
     byNumber: (projectId: string, number: number) =>
-      one(`select ${COLUMNS} from change_requests where project_id = $1 and number = $2`, [projectId, number]),
+      versioned(`${projectId}#${number}`, "project_id = $1 and number = $2", [projectId, number]),
 
     async list(projectId: string, status: ChangeRequestStatus | "all"): Promise<ChangeRequest[]> {
       const rows =

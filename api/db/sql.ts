@@ -2,6 +2,7 @@ import { chmodSync, lstatSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import postgres from "postgres";
+import { createPgliteStatements } from "./pglite-statements.ts";
 
 /**
  * The one storage interface: plain SQL with `$n` parameters, PostgreSQL dialect everywhere.
@@ -50,13 +51,15 @@ async function openPglite(dir: string): Promise<Sql> {
   }
   const db = await PGlite.create(dir);
   if (!dir.startsWith("memory://")) ownerOnly(dir);
+  const statements = createPgliteStatements(db);
   const wrap = (conn: PgliteTx, inTx: boolean): Sql => ({
     kind: "pglite",
     async query<T>(text: string, params: unknown[] = []) {
-      return (await conn.query<T>(text, params)).rows;
+      return (await statements.query<T>(text, params, inTx)) ?? (await conn.query<T>(text, params)).rows;
     },
     async exec(text: string) {
       await conn.exec(text);
+      await statements.forget(conn);
     },
     transaction: (fn) => (inTx ? fn(wrap(conn, true)) : db.transaction((tx) => fn(wrap(tx, true)))),
     // PGlite has one connection, which is already this process's own.
@@ -77,7 +80,10 @@ function openPostgres(url: string): Sql {
   const wrap = (conn: Conn, inTx: boolean): Sql => ({
     kind: "postgres",
     async query<T>(text: string, params: unknown[] = []) {
-      return (await conn.unsafe(text, params as postgres.ParameterOrJSON<never>[])) as unknown as T[];
+      // Prepared on each connection once, as PGlite's statements are: the texts are the code's own, not dynamic.
+      return (await conn.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
+        prepare: true,
+      })) as unknown as T[];
     },
     async exec(text: string) {
       await conn.unsafe(text);

@@ -1,3 +1,4 @@
+import { type RefsStamp, stampRefs } from "./refs-stamp.ts";
 import { git } from "./run.ts";
 
 export type BranchTips = Map<string, string>;
@@ -14,21 +15,37 @@ export async function readBranchTips(dir: string): Promise<BranchTips> {
   return tips;
 }
 
+// Bounds what a stamp could ever miss (a filesystem whose clock is far off ours).
+const RECHECK_MS = 30_000;
+
 /**
  * Branch tips per repository, shared by every request: reads within `ttlMs` of each other cost no git process,
- * concurrent misses share one. Writers through the service call `invalidate`, so the TTL only bounds how long a
- * change made behind the service's back (a direct filesystem write) can go unseen.
+ * concurrent misses share one. Past the TTL, tips are read again only when the refs on disk changed (their
+ * stamp), or at the latest every RECHECK_MS. Writers through the service call `invalidate`; the stamp catches a
+ * change made behind the service's back (another replica, a direct filesystem write) within the TTL.
  */
 export function createTipsCache(options: { ttlMs: number }) {
-  const entries = new Map<string, { at: number; tips: Promise<BranchTips> }>();
+  type Entry = { at: number; readAt: number; tips: Promise<BranchTips>; stamp: Promise<RefsStamp | undefined> };
+  const entries = new Map<string, Entry>();
   return {
     get(dir: string): Promise<BranchTips> {
       const hit = entries.get(dir);
-      if (hit && Date.now() - hit.at < options.ttlMs) return hit.tips;
-      const tips = readBranchTips(dir);
-      entries.set(dir, { at: Date.now(), tips });
-      tips.catch(() => entries.delete(dir));
-      return tips;
+      const now = Date.now();
+      if (hit && now - hit.at < options.ttlMs) return hit.tips;
+      const stamp = stampRefs(dir);
+      const reuse = hit && now - hit.readAt < RECHECK_MS ? hit : undefined;
+      const entry = { at: now, readAt: now, stamp } as Entry;
+      entry.tips = (async () => {
+        const [before, current] = await Promise.all([reuse?.stamp, stamp]);
+        if (reuse && before?.settled && before.key === current?.key) {
+          entry.readAt = reuse.readAt;
+          return reuse.tips;
+        }
+        return readBranchTips(dir);
+      })();
+      entries.set(dir, entry);
+      entry.tips.catch(() => entries.delete(dir));
+      return entry.tips;
     },
     invalidate(dir: string): void {
       entries.delete(dir);
