@@ -50,6 +50,7 @@ import { createSecretStore } from "./secrets/store.ts";
 import { agentRoutes } from "./sessions/agent.ts";
 import { createPreviews, type Previews } from "./sessions/preview.ts";
 import { PREVIEW_PARAM } from "./sessions/preview-grant.ts";
+import { tunnelPreviews } from "./sessions/preview-tunnel.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { execUpgrade, sandboxLogRoutes } from "./sessions/sandbox-access.ts";
 import {
@@ -350,6 +351,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(agentRoutes(services, forward));
   await app.register(sandboxLogRoutes(services));
   previews = createPreviews(services, forward, (err) => app.log.error({ err }, "preview failed"));
+  tunnelPreviews(app.server, previews.admit);
   await app.register(previews.routes);
   appHosts = createAppHosts(services, forward, (err) => app.log.error({ err }, "app request failed"));
   const exec = execUpgrade(services, (err) => app.log.error({ err }, "exec failed"));

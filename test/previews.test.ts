@@ -25,6 +25,7 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
   let project: { id: string; repo_url: string };
 
   let sandboxed: SandboxedProject;
+  let appStarted = false;
   const sessions = (suffix = "", method = "GET", body?: unknown) => sandboxed.sessions(suffix, method, body);
   const containerOf = (sessionId: string) =>
     docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${sessionId}`] } });
@@ -41,8 +42,11 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
     await sandboxed?.close();
   });
 
-  it("serves previews of a sandbox port through the API with a freshly signed user context", async () => {
+  /** The running session, with an app on its port 3000 that echoes what reached it. */
+  async function previewedSession() {
     const session = (await sessions()).body.sessions.find((s: { status: string }) => s.status === "running");
+    if (appStarted) return session;
+    appStarted = true;
     const [container] = await containerOf(session.session_id);
     const app = await docker.getContainer(container!.Id).exec({
       Cmd: [
@@ -52,12 +56,14 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
       ],
     });
     await app.start({ Detach: true });
-    const url = `/${session.session_id}/preview/3000/hello?x=1`;
-    let res = await sessions(url);
-    for (let i = 0; i < 50 && res.status !== 200; i++) {
+    for (let i = 0; i < 50 && (await sessions(`/${session.session_id}/preview/3000/`)).status !== 200; i++)
       await new Promise((r) => setTimeout(r, 100));
-      res = await sessions(url);
-    }
+    return session;
+  }
+
+  it("serves previews of a sandbox port through the API with a freshly signed user context", async () => {
+    const session = await previewedSession();
+    const res = await sessions(`/${session.session_id}/preview/3000/hello?x=1`);
     expect(res.status).toBe(200);
     expect(res.body).toBe("preview /hello?x=1 auth=none cookie=none");
     expect(
@@ -82,6 +88,7 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
     expect(cookie).toContain(`svc_preview=${grant}`);
     expect(cookie).toContain(`Path=${link.body.url.slice(api.url.length).split("?")[0]}`);
     expect(cookie).toContain("HttpOnly");
+    expect(first.headers.get("connection")).toBe("close");
     // The cookie the first visit set carries the next requests; the sandbox never sees it.
     const base = `${api.url}/v1/projects/${project.id}/sessions/${session.session_id}/preview`;
     const next = await fetch(`${base}/3000/assets/app.js`, { headers: { cookie: `theme=dark; svc_preview=${grant}` } });
@@ -136,4 +143,69 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
       "echo ping",
     );
   });
+
+  it("keeps a browser's connection on the preview: pipelined requests answered in order, credentials and forged contexts never reaching the app, anything else answered by the API", async () => {
+    const session = await previewedSession();
+    const link = await sessions(`/${session.session_id}/previews`, "POST", { port: 3000 });
+    const grant = new URL(link.body.url).searchParams.get("svc_preview")!;
+    const base = new URL(link.body.url).pathname;
+    const get = (path: string, headers: string) =>
+      `GET ${path} HTTP/1.1\r\nHost: ${new URL(api.url).host}\r\n${headers}\r\n`;
+    const answers = await pipelined(api.url, [
+      get(`${base}a?x=1`, `Cookie: theme=dark; svc_preview=${grant}\r\nX-Svc-User-Context: forged\r\n`),
+      get(`${base}b`, `Authorization: Bearer ${user.token}\r\n`),
+      get(`${base}c`, `Cookie: svc_preview=${grant}\r\nX-Svc-User-Context: forged\r\nX-Svc-User-Context: again\r\n`),
+      get(base.replace("/3000/", "/3001/"), `Cookie: svc_preview=${grant}\r\n`),
+      get("/v1/health", ""),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 401, 200]);
+    expect(answers[0]!.body).toBe("preview /a?x=1 auth=none cookie=theme=dark");
+    expect(answers[1]!.body).toBe("preview /b auth=none cookie=none");
+    expect(answers[2]!.body).toBe("preview /c auth=none cookie=none");
+    expect(JSON.parse(answers[4]!.body).status).toBe("ok");
+    // Another session is not served on a connection already previewing this one (here: none such).
+    const other = `/v1/projects/${project.id}/sessions/00000000-0000-4000-8000-000000000000/preview/3000/`;
+    const mixed = await pipelined(api.url, [
+      get(`${base}d`, `Cookie: svc_preview=${grant}\r\n`),
+      get(other, `Cookie: svc_preview=${grant}\r\n`),
+    ]);
+    expect(mixed.map((a) => a.status)).toEqual([200, 404]);
+  });
 });
+
+/** Writes every request at once on one connection and reads as many answers. */
+function pipelined(apiUrl: string, requests: string[]): Promise<{ status: number; body: string }[]> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(new URL(apiUrl).port), "127.0.0.1");
+    let buffer = Buffer.alloc(0);
+    const answers: { status: number; body: string }[] = [];
+    socket.on("data", (chunk) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      for (;;) {
+        const end = buffer.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const head = buffer.subarray(0, end).toString();
+        const status = Number(head.split(" ")[1]);
+        if (/transfer-encoding: *chunked/i.test(head)) {
+          const last = buffer.indexOf("\r\n0\r\n\r\n", end);
+          if (last < 0) return;
+          const chunks = buffer.subarray(end + 4, last + 2).toString();
+          answers.push({ status, body: chunks.replace(/[0-9a-f]+\r\n([\s\S]*?)\r\n/gi, "$1") });
+          buffer = buffer.subarray(last + 7);
+        } else {
+          const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+          if (buffer.length < end + 4 + length) return;
+          answers.push({ status, body: buffer.subarray(end + 4, end + 4 + length).toString() });
+          buffer = buffer.subarray(end + 4 + length);
+        }
+        if (answers.length === requests.length) {
+          socket.destroy();
+          resolve(answers);
+        }
+      }
+    });
+    socket.on("error", reject);
+    socket.on("close", () => reject(new Error(`connection closed after ${answers.length} answers`)));
+    socket.write(requests.join(""));
+  });
+}

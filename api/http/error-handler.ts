@@ -87,14 +87,17 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
   socket.destroy(err);
 }
 
+/** The catalogue's answer as raw bytes, for a socket no HTTP response object owns; the connection then closes. */
+export function rawErrorResponse(err: unknown): string {
+  const { status, body } = errorResponse(err);
+  const text = JSON.stringify(body);
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`;
+}
+
 /** A refused WebSocket (or other) upgrade: the catalogue's answer written on the raw socket, which then closes. */
 export function refuseUpgrade(socket: Duplex, err: unknown, logError: (err: unknown) => void): void {
-  const { status, body } = errorResponse(err);
-  if (status === 500) logError(err);
-  const text = JSON.stringify(body);
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
-  );
+  if (errorResponse(err).status === 500) logError(err);
+  socket.end(rawErrorResponse(err));
 }
 
 export function registerErrorHandler(app: FastifyInstance): void {

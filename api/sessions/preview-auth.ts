@@ -1,4 +1,4 @@
-import type { IncomingMessage } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import type { Project } from "../../protocol/project.ts";
 import { actingUserId, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
@@ -66,7 +66,7 @@ function claimedProject(token: string): string | undefined {
  */
 export async function authorizePreview(
   deps: SessionAccessDeps,
-  req: IncomingMessage,
+  req: { headers: IncomingHttpHeaders },
   place: PreviewPlace,
   fromQuery: string | undefined,
 ): Promise<PreviewAccess> {

@@ -1,9 +1,10 @@
-import { Agent, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import httpProxy from "http-proxy";
 import { z } from "zod";
 import type { Forwarder } from "../../protocol/http-forward.ts";
+import type { Admitted, TunnelHead } from "../../protocol/http-tunnel.ts";
 import { PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
@@ -12,6 +13,7 @@ import { parseInput } from "../http/validate.ts";
 import { authorizePreview, type PreviewAccess, type PreviewPlace, splitCookies, splitUrl } from "./preview-auth.ts";
 import { PREVIEW_COOKIE } from "./preview-grant.ts";
 import { previewPath } from "./preview-links.ts";
+import { type DaemonAddress, daemonAddress, daemonRequest, previewHeaders } from "./preview-tunnel.ts";
 import type { SessionAccessDeps } from "./session-access.ts";
 
 /** A signed context lives a minute: long enough for one request, useless if it leaks. */
@@ -61,29 +63,49 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     return host ? hostPattern.pattern?.exec(host) : undefined;
   };
 
-  type Authorized = { key: string; at: number; access: PreviewAccess; context: string };
-  const byConnection = new WeakMap<IncomingMessage["socket"], Authorized>();
+  type Authorized = {
+    key: string;
+    at: number;
+    access: PreviewAccess;
+    context: string;
+    daemon: DaemonAddress | undefined;
+  };
+  type Socket = IncomingMessage["socket"];
+  const byConnection = new WeakMap<Socket, Authorized>();
 
   /**
    * Who may see this preview, and the user context the daemon gets: checked on a connection's first request and
    * reused for the same credentials and place on that connection for CONNECTION_AUTH_MS. A link's first visit
    * (the grant in the query) is always checked.
    */
-  async function authorize(req: IncomingMessage, place: PreviewPlace, fromQuery: string | undefined) {
-    const credential = req.headers.authorization ?? splitCookies(req.headers.cookie).grants.join(";");
+  function cachedAuthorization(socket: Socket, headers: IncomingHttpHeaders, place: PreviewPlace) {
+    const credential = headers.authorization ?? splitCookies(headers.cookie).grants.join(";");
     const key = `${place.projectId ?? ""}/${place.sessionId}/${place.port}/${credential}`;
+    const cached = byConnection.get(socket);
+    return {
+      key,
+      cached: cached && cached.key === key && Date.now() - cached.at < CONNECTION_AUTH_MS ? cached : undefined,
+    };
+  }
+
+  async function authorize(
+    socket: Socket,
+    headers: IncomingHttpHeaders,
+    place: PreviewPlace,
+    fromQuery: string | undefined,
+  ): Promise<Authorized> {
+    const { key, cached } = cachedAuthorization(socket, headers, place);
+    if (cached && !fromQuery) return cached;
     const now = Date.now();
-    const cached = fromQuery ? undefined : byConnection.get(req.socket);
-    if (cached && cached.key === key && now - cached.at < CONNECTION_AUTH_MS) return cached;
-    const access = await authorizePreview(deps, req, place, fromQuery);
+    const access = await authorizePreview(deps, { headers }, place, fromQuery);
     const context = signUserContext(access.target.serviceKey, {
       user_id: access.userId,
       project_id: access.project.id,
       session_id: place.sessionId,
       exp: Math.floor(now / 1000) + CONTEXT_TTL_S,
     });
-    const authorized = { key, at: now, access, context };
-    if (!fromQuery) byConnection.set(req.socket, authorized);
+    const authorized = { key, at: now, access, context, daemon: daemonAddress(access.target.url) };
+    if (!fromQuery) byConnection.set(socket, authorized);
     return authorized;
   }
 
@@ -115,29 +137,60 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
   }
 
   /** Where a request for the API's own origin or a preview host wants to go; undefined when it is not a preview. */
-  function placeOf(req: IncomingMessage): (PreviewPlace & { rest: string; cookiePath: string }) | undefined {
-    const url = req.url ?? "/";
-    const host = previewHost(req.headers.host);
+  function placeOf(url: string, hostHeader: string | undefined) {
+    const host = previewHost(hostHeader);
     if (host) {
       const place = Place.safeParse({ port: host[1], sessionId: host[2]!.toLowerCase() });
-      return place.success ? { ...place.data, rest: url, cookiePath: "/" } : undefined;
+      return place.success ? { ...place.data, rest: url, cookiePath: "/", bare: false } : undefined;
     }
     const path = PATH_PREVIEW.exec(url);
     if (!path) return undefined;
     const place = parseInput(Place, { sessionId: decodePart(path[2]!), port: path[3] }, "params");
     const projectId = decodePart(path[1]!);
     const rest = (path[4] ?? "/") + (url.includes("?") ? url.slice(url.indexOf("?")) : "");
-    return { ...place, projectId, rest, cookiePath: previewPath(projectId, place.sessionId, place.port) };
+    // `bare`: the path ends at the port, which only upgrades take (the route wants `/preview/{port}/...`).
+    const bare = path[4] === undefined;
+    return { ...place, projectId, rest, cookiePath: previewPath(projectId, place.sessionId, place.port), bare };
   }
 
   async function web(req: IncomingMessage, res: ServerResponse, place: NonNullable<ReturnType<typeof placeOf>>) {
     const url = splitUrl(place.rest);
-    const authorized = await authorize(req, place, url.grant);
+    const authorized = await authorize(req.socket, req.headers, place, url.grant);
     const { target, headers, setCookie } = prepare(req, authorized, place, url.path + url.query, place.cookiePath);
+    // A link's first visit closes its connection: the page's next requests, carrying the cookie, open one that the
+    // tunnel takes, instead of staying on this slower path for the connection's life.
+    if (setCookie) res.setHeader("connection", "close");
     await forward(req, res, target, req.url!, { headers, setCookie, unreachable });
   }
 
+  /**
+   * The tunnel's admission (preview-tunnel.ts): a preview request with a bearer token or a grant cookie, on the
+   * connection's authorization or a fresh one. A link's first visit (its grant in the query, answered with a
+   * cookie), a daemon not on plain HTTP and anything refused are left to the full server, which answers as before.
+   */
+  function admit(head: TunnelHead, socket: Socket): Admitted | undefined | Promise<Admitted | undefined> {
+    const headers = previewHeaders(head);
+    if (!headers || (!headers.authorization && !headers.cookie)) return undefined;
+    let place: ReturnType<typeof placeOf>;
+    try {
+      place = placeOf(head.target, headers.host);
+    } catch {
+      return undefined;
+    }
+    if (!place || place.bare) return undefined;
+    const url = splitUrl(place.rest);
+    if (url.grant !== undefined) return undefined;
+    const path = `/proxy/${place.port}${url.path.startsWith("/") ? "" : "/"}${url.path}${url.query}`;
+    const toDaemon = (authorized: Authorized) =>
+      authorized.daemon && daemonRequest(head, socket.remoteAddress ?? "", authorized.daemon, path, authorized.context);
+    const { cached } = cachedAuthorization(socket, headers, place);
+    if (cached) return toDaemon(cached);
+    return authorize(socket, headers, place, undefined).then(toDaemon);
+  }
+
   return {
+    admit,
+
     /** Fastify routes for the path-based previews. */
     routes: async (app: FastifyInstance) => {
       // Request bodies of every type stream through untouched: no parser may consume them here.
@@ -147,7 +200,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
         "/v1/projects/:projectId/sessions/:sessionId/preview/:port/*",
         { config: { auth: "public" } },
         async (req, reply) => {
-          const place = placeOf(req.raw)!;
+          const place = placeOf(req.raw.url ?? "/", req.raw.headers.host)!;
           reply.hijack();
           await web(req.raw, reply.raw, place).catch((err) => fail(reply.raw, err));
         },
@@ -157,7 +210,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     /** Serves a request for a preview host; false when the request is for the API itself. */
     serveHost(req: IncomingMessage, res: ServerResponse): boolean {
       if (!previewHost(req.headers.host)) return false;
-      const place = placeOf(req);
+      const place = placeOf(req.url ?? "/", req.headers.host);
       if (!place) fail(res, apiError("NOT_FOUND", "not a preview host"));
       else web(req, res, place).catch((err) => fail(res, err));
       return true;
@@ -167,12 +220,12 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       socket.on("error", () => socket.destroy());
       (async () => {
-        const place = placeOf(req);
+        const place = placeOf(req.url ?? "/", req.headers.host);
         if (!place) throw apiError("NOT_FOUND", `no WebSocket endpoint at ${req.url?.split("?")[0]}`);
         const url = splitUrl(place.rest);
         const { target, headers } = prepare(
           req,
-          await authorize(req, place, url.grant),
+          await authorize(req.socket, req.headers, place, url.grant),
           place,
           url.path + url.query,
           place.cookiePath,

@@ -4,11 +4,19 @@ import { benchCliStart } from "./cli-start.ts";
 import { benchCrRead } from "./cr-read.ts";
 import { benchDaemonProxy } from "./daemon-proxy.ts";
 import { benchMergePreview } from "./merge-preview.ts";
+import { benchPreviewAlone } from "./preview.ts";
 import { benchSessionStart } from "./sandbox.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
 
 const lines: string[] = [];
 let ok = true;
+
+// `npm run bench -- preview`: only the preview figure, with a sandbox of its own (seconds, not minutes).
+if (process.argv[2] === "preview") {
+  const preview = await benchPreviewAlone();
+  console.log(`\n${preview.line}`);
+  process.exit(preview.ok ? 0 : 1);
+}
 
 const cli = benchCliStart();
 lines.push(cli.line);

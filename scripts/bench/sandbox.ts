@@ -1,14 +1,12 @@
 import { execFileSync } from "node:child_process";
-import type Docker from "dockerode";
 import { createSseReader } from "../../protocol/sse.ts";
-import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
 import { orchestratorFor, requireDocker } from "../harness/docker.ts";
 import { authedUrl, workRepo } from "../harness/git-fixture.ts";
 import { freePort } from "../harness/ports.ts";
 import { startScriptedLlm } from "../harness/scripted-llm.ts";
-import { load, waitUntilUp } from "./load.ts";
+import { benchPreview } from "./preview.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
 const SESSIONS = 10;
@@ -48,47 +46,6 @@ async function firstAnswer(apiUrl: string, sessionPath: string, token: string): 
   } finally {
     stop.abort();
   }
-}
-
-/**
- * A page's requests through a preview link (API, then the sandbox daemon) against the same app reached directly
- * at the container's address: what the whole preview chain costs per request.
- */
-async function benchPreview(
-  docker: Docker,
-  containerId: string,
-  apiUrl: string,
-  sessionPath: string,
-  token: string,
-  daemon: { url: string; serviceKey: string; userId: string; projectId: string; sessionId: string },
-) {
-  const app = await docker.getContainer(containerId).exec({
-    Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('ok')).listen(3000)"],
-  });
-  await app.start({ Detach: true });
-  const ip = Object.values((await docker.getContainer(containerId).inspect()).NetworkSettings.Networks)[0]!.IPAddress;
-  const link = (await call(apiUrl, "POST", `${sessionPath}/previews`, { token, body: { port: 3000 } })).body;
-  const grant = new URL(link.url).searchParams.get("svc_preview");
-  const through = `${link.url.split("?")[0]}asset.js`;
-  await waitUntilUp(`http://${ip}:3000/`);
-  const direct = await load(`http://${ip}:3000/`);
-  // The daemon's own preview route, as the API calls it: its figure is the one the API's must approach.
-  const context = signUserContext(daemon.serviceKey, {
-    user_id: daemon.userId,
-    project_id: daemon.projectId,
-    session_id: daemon.sessionId,
-    exp: Math.floor(Date.now() / 1000) + 3600,
-  });
-  const own = await load(`${daemon.url}/proxy/3000/asset.js`, { headers: { [USER_CONTEXT_HEADER]: context } });
-  const proxied = await load(through, { headers: { cookie: `svc_preview=${grant}` } });
-  const share = proxied.requests.average / own.requests.average;
-  const added = proxied.latency.p50 - own.latency.p50;
-  return {
-    ok: share >= 0.5 && added <= 1,
-    line:
-      `preview link through the API: ${Math.round(proxied.requests.average)} req/s (p50 ${proxied.latency.p50} ms) = ${(share * 100).toFixed(0)}% of the daemon's own /proxy/3000 ${Math.round(own.requests.average)} req/s (p50 ${own.latency.p50} ms), p50 added ${added} ms | target >= 50%, <= 1 ms` +
-      ` (the app at the container's address: ${Math.round(direct.requests.average)} req/s)`,
-  };
 }
 
 /**

@@ -1,0 +1,97 @@
+import type Docker from "dockerode";
+import type { DaemonHealth } from "../../protocol/daemon.ts";
+import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
+import { call, seedUser, startApi } from "../harness/api-server.ts";
+import { freshDatabase } from "../harness/databases.ts";
+import { orchestratorFor, removeProjectContainers, requireDocker } from "../harness/docker.ts";
+import { authedUrl, workRepo } from "../harness/git-fixture.ts";
+import { freePort } from "../harness/ports.ts";
+import { load, waitUntilUp } from "./load.ts";
+
+/**
+ * A page's requests through a preview link (API, then the sandbox daemon) against the same app reached directly
+ * at the container's address: what the whole preview chain costs per request.
+ */
+export async function benchPreview(
+  docker: Docker,
+  containerId: string,
+  apiUrl: string,
+  sessionPath: string,
+  token: string,
+  daemon: { url: string; serviceKey: string; userId: string; projectId: string; sessionId: string },
+) {
+  const app = await docker.getContainer(containerId).exec({
+    Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('ok')).listen(3000)"],
+  });
+  await app.start({ Detach: true });
+  const ip = Object.values((await docker.getContainer(containerId).inspect()).NetworkSettings.Networks)[0]!.IPAddress;
+  const link = (await call(apiUrl, "POST", `${sessionPath}/previews`, { token, body: { port: 3000 } })).body;
+  const grant = new URL(link.url).searchParams.get("svc_preview");
+  const through = `${link.url.split("?")[0]}asset.js`;
+  await waitUntilUp(`http://${ip}:3000/`);
+  const direct = await load(`http://${ip}:3000/`);
+  // The daemon's own preview route, as the API calls it: its figure is the one the API's must approach.
+  const context = signUserContext(daemon.serviceKey, {
+    user_id: daemon.userId,
+    project_id: daemon.projectId,
+    session_id: daemon.sessionId,
+    exp: Math.floor(Date.now() / 1000) + 3600,
+  });
+  const own = await load(`${daemon.url}/proxy/3000/asset.js`, { headers: { [USER_CONTEXT_HEADER]: context } });
+  const proxied = await load(through, { headers: { cookie: `svc_preview=${grant}` } });
+  const share = proxied.requests.average / own.requests.average;
+  const added = proxied.latency.p50 - own.latency.p50;
+  return {
+    ok: share >= 0.5 && added <= 1,
+    line:
+      `preview link through the API: ${Math.round(proxied.requests.average)} req/s (p50 ${proxied.latency.p50} ms) = ${(share * 100).toFixed(0)}% of the daemon's own /proxy/3000 ${Math.round(own.requests.average)} req/s (p50 ${own.latency.p50} ms), p50 added ${added} ms | target >= 50%, <= 1 ms` +
+      ` (the app at the container's address: ${Math.round(direct.requests.average)} req/s)`,
+  };
+}
+
+/**
+ * The preview figure on its own (`npm run bench -- preview`): an API with one running sandbox, no model, so the
+ * proxy can be measured in seconds rather than after the session-start runs.
+ */
+export async function benchPreviewAlone() {
+  const docker = await requireDocker();
+  const db = await freshDatabase("pglite");
+  const port = await freePort();
+  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port) });
+  let projectId: string | undefined;
+  try {
+    const user = await seedUser(api.services);
+    const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "bench" } })).body;
+    projectId = project.id;
+    const repo = await workRepo(authedUrl(project.repo_url, user.token));
+    await repo.commit("initial", { "README.md": "bench\n" });
+    await repo.push("main");
+    const sessionPath = `/v1/projects/${project.id}/sessions`;
+    const sessionId = (await call(api.url, "POST", sessionPath, { token: user.token, body: {} })).body.session_id;
+    for (;;) {
+      const s = (await call(api.url, "GET", `${sessionPath}/${sessionId}`, { token: user.token })).body;
+      if (s.status === "running") break;
+      if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
+    const target = await api.services.sessions!.sandboxTarget(project, sessionId);
+    // The agent runtime's boot takes a core for seconds: it must be over before anything is measured.
+    for (let i = 0; i < 600; i++) {
+      const health = (await (await fetch(`${target.url}/svc/health`)).json()) as DaemonHealth;
+      if (health.agent.state !== "starting") break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    return await benchPreview(docker, container!.Id, api.url, `${sessionPath}/${sessionId}`, user.token, {
+      ...target,
+      userId: user.userId,
+      projectId: project.id,
+      sessionId,
+    });
+  } finally {
+    await api.close();
+    await removeProjectContainers(docker, projectId);
+    await db.drop();
+  }
+}
