@@ -5,10 +5,9 @@ import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 import { waitFor } from "./support/wait.ts";
+import { type PooledContainer, readyPoolMember } from "./support/warm-pool.ts";
 
 const CR_PROMPT = "Commit pooled.txt and open a change request";
-
-type Container = { Id: string; Created: number; Labels: Record<string, string> };
 
 /**
  * The warm pool on the real API, Docker and sandbox image, opencode and a scripted model: a session claims a
@@ -18,39 +17,16 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
   let sp: SandboxedProject;
   let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
 
-  const pooled = async (): Promise<Container[]> =>
-    (await sp.docker.listContainers({
-      all: true,
-      filters: { label: [`dev.svc.project=${sp.project.id}`, "dev.svc.pool"] },
-    })) as Container[];
   const containerOf = async (sessionId: string) =>
     (
       (await sp.docker.listContainers({
         all: true,
         filters: { label: [`dev.svc.session=${sessionId}`] },
-      })) as Container[]
+      })) as PooledContainer[]
     )[0];
   /** A pooled sandbox that answers `ready`: what the next session claims. */
   const readyMember = () =>
-    waitFor(
-      "a ready pooled sandbox",
-      async () => {
-        for (const c of await pooled()) {
-          const session = c.Labels["dev.svc.session"]!;
-          if ((await sp.sessions(`/${session}`)).status === 200) continue;
-          const info = await sp.docker.getContainer(c.Id).inspect();
-          const ip = Object.values(info.NetworkSettings.Networks)[0]?.IPAddress;
-          const health = await fetch(`http://${ip}:8000/svc/health`).then(
-            (r) => r.json(),
-            () => undefined,
-          );
-          // The pool marks it claimable once it has seen this too (it polls every 50 ms).
-          if (health?.pool === "ready") return new Promise<Container>((r) => setTimeout(() => r(c), 300));
-        }
-        return undefined;
-      },
-      { timeoutMs: 120_000 },
-    );
+    readyPoolMember(sp.docker, sp.project.id, async (id) => (await sp.sessions(`/${id}`)).status === 200);
   const running = (id: string) =>
     waitFor(
       `session ${id} running`,

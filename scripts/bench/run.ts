@@ -18,6 +18,13 @@ if (process.argv[2] === "preview") {
   process.exit(preview.ok ? 0 : 1);
 }
 
+// `npm run bench -- sessions`: only the session figures (create -> running, first answer, prompt -> CR, pool).
+if (process.argv[2] === "sessions") {
+  const sandbox = await benchSessionStart();
+  console.log(`\n${sandbox.lines.join("\n")}`);
+  process.exit(sandbox.ok ? 0 : 1);
+}
+
 const cli = benchCliStart();
 lines.push(cli.line);
 ok &&= cli.ok;

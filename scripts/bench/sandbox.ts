@@ -6,6 +6,7 @@ import { orchestratorFor, requireDocker } from "../harness/docker.ts";
 import { authedUrl, workRepo } from "../harness/git-fixture.ts";
 import { freePort } from "../harness/ports.ts";
 import { startScriptedLlm } from "../harness/scripted-llm.ts";
+import { readyPoolMember } from "../harness/warm-pool.ts";
 import { benchPreview } from "./preview.ts";
 import { ms, percentile, timeRuns } from "./stats.ts";
 
@@ -48,12 +49,13 @@ async function firstAnswer(apiUrl: string, sessionPath: string, token: string): 
   }
 }
 
+type Runs = { starts: number[]; answers: number[]; toCr: number[] };
+
 /**
- * Session create -> running with a cached image, against a bare `docker run --rm <image> true`; and create -> the
- * agent's first answer (the real opencode, a scripted model), against create -> running.
+ * One API with the Docker orchestrator, a scripted model, a user and a project whose main holds one commit;
+ * `poolSize` warm sandboxes per project (0: every session starts cold).
  */
-export async function benchSessionStart() {
-  const docker = await requireDocker();
+async function benchStack(poolSize: number) {
   const db = await freshDatabase("pglite");
   const port = await freePort();
   const llm = await startScriptedLlm([
@@ -78,29 +80,97 @@ export async function benchSessionStart() {
     port,
     orchestrator: orchestratorFor(port, {
       sessionCap: 100,
+      poolSize,
       llm: { baseUrl: llm.url, apiKey: "bench", model: "scripted" },
     }),
   });
+  const user = await seedUser(api.services);
+  const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "bench" } })).body;
+  const repo = await workRepo(authedUrl(project.repo_url, user.token));
+  await repo.commit("initial", { "README.md": "bench\n" });
+  await repo.push("main");
+  const sessions = (suffix = "", method = "GET", body?: unknown) =>
+    call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body });
+  const untilRunning = async (id: string) => {
+    for (;;) {
+      const s = (await sessions(`/${id}`)).body;
+      if (s.status === "running") return id;
+      if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  const startOne = async () => untilRunning((await sessions("", "POST")).body.session_id);
+  /** Create -> running; create -> the first answer; create with --prompt -> its CR opened. */
+  async function measure(runs: number, answered: number, before?: () => Promise<unknown>): Promise<Runs> {
+    const starts = await timeRuns(
+      runs,
+      async () => {
+        await sessions(`/${await startOne()}`, "DELETE");
+      },
+      before,
+    );
+    const answers = await timeRuns(
+      answered,
+      async () => {
+        const id = await startOne();
+        await firstAnswer(api.url, `/v1/projects/${project.id}/sessions/${id}`, user.token);
+        await sessions(`/${id}`, "DELETE");
+      },
+      before,
+    );
+    const toCr = await timeRuns(
+      answered,
+      async () => {
+        const id = (await sessions("", "POST", { prompt: CR_PROMPT })).body.session_id as string;
+        for (;;) {
+          const crs = await call(api.url, "GET", `/v1/projects/${project.id}/change-requests?status=all`, {
+            token: user.token,
+          });
+          if (crs.body.change_requests?.some((cr: { origin_session_id: string }) => cr.origin_session_id === id)) break;
+          const s = (await sessions(`/${id}`)).body;
+          if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        await sessions(`/${id}`, "DELETE");
+      },
+      before,
+    );
+    return { starts, answers, toCr };
+  }
+  return {
+    api,
+    user,
+    project,
+    sessions,
+    startOne,
+    measure,
+    async close() {
+      await api.close();
+      await db.drop();
+      llm.close();
+    },
+  };
+}
+
+const p50 = (samples: number[]) => percentile(samples, 50);
+
+/**
+ * Session create -> running with a cached image, against a bare `docker run --rm <image> true`; create -> the
+ * agent's first answer and create --prompt -> CR opened (the real opencode, a scripted model); each from a cold
+ * pool (none) and from a warm one (a ready pooled sandbox before each run).
+ */
+export async function benchSessionStart() {
+  const docker = await requireDocker();
+  const cold = await benchStack(0);
+  let image: string;
+  let rssMb: number;
+  let preview: Awaited<ReturnType<typeof benchPreview>>;
+  let coldRuns: Runs;
   try {
-    const user = await seedUser(api.services);
-    const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "bench" } })).body;
-    const repo = await workRepo(authedUrl(project.repo_url, user.token));
-    await repo.commit("initial", { "README.md": "bench\n" });
-    await repo.push("main");
-    const sessions = (suffix = "", method = "GET") =>
-      call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token });
-    const startOne = async () => {
-      const created = (await sessions("", "POST")).body;
-      for (;;) {
-        const s = (await sessions(`/${created.session_id}`)).body;
-        if (s.status === "running") return created.session_id as string;
-        if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    };
-    const warm = await startOne(); // builds (or finds) the image: not measured
+    const { api, project, user, sessions } = cold;
+    const warm = await cold.startOne(); // builds (or finds) the image: not measured
     const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${warm}`] } });
-    const image = container!.Image;
+    image = container!.Image;
     await new Promise((r) => setTimeout(r, 3000));
     const rss = execFileSync("docker", [
       "exec",
@@ -111,9 +181,9 @@ export async function benchSessionStart() {
     ])
       .toString()
       .trim();
-    const rssMb = Number(rss.split(/\s+/)[0]) / 1024;
+    rssMb = Number(rss.split(/\s+/)[0]) / 1024;
     const target = await api.services.sessions!.sandboxTarget(project, warm);
-    const preview = await benchPreview(
+    preview = await benchPreview(
       docker,
       container!.Id,
       api.url,
@@ -127,54 +197,40 @@ export async function benchSessionStart() {
       },
     );
     await sessions(`/${warm}`, "DELETE");
-
-    const bare = await timeRuns(SESSIONS, async () =>
-      execFileSync("docker", ["run", "--rm", "--entrypoint", "true", image]),
-    );
-    const ids: string[] = [];
-    const starts = await timeRuns(SESSIONS, async () => {
-      const id = await startOne();
-      ids.push(id);
-      await sessions(`/${id}`, "DELETE");
-    });
-    const answers = await timeRuns(ANSWERED, async () => {
-      const id = await startOne();
-      await firstAnswer(api.url, `/v1/projects/${project.id}/sessions/${id}`, user.token);
-      await sessions(`/${id}`, "DELETE");
-    });
-    const toCr = await timeRuns(ANSWERED, async () => {
-      const created = await call(api.url, "POST", `/v1/projects/${project.id}/sessions`, {
-        token: user.token,
-        body: { prompt: CR_PROMPT },
-      });
-      const id = created.body.session_id as string;
-      for (;;) {
-        const crs = await call(api.url, "GET", `/v1/projects/${project.id}/change-requests?status=all`, {
-          token: user.token,
-        });
-        if (crs.body.change_requests?.some((cr: { origin_session_id: string }) => cr.origin_session_id === id)) break;
-        const s = (await sessions(`/${id}`)).body;
-        if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      await sessions(`/${id}`, "DELETE");
-    });
-    const ratio = percentile(starts, 50) / percentile(bare, 50);
-    const answerRatio = percentile(answers, 50) / percentile(starts, 50);
-    const crP50 = percentile(toCr, 50);
-    return {
-      ok: ratio <= 1 && rssMb < 60 && crP50 <= 5000 && preview.ok,
-      lines: [
-        `session create -> running (cached image, ${SESSIONS} runs): p50 ${ms(percentile(starts, 50))} ms, p95 ${ms(percentile(starts, 95))} ms | bare docker run --rm true p50 ${ms(percentile(bare, 50))} ms | ratio ${ratio.toFixed(2)}x | target <= 1.0x`,
-        `session create -> first answer (opencode, scripted model, ${ANSWERED} runs): p50 ${ms(percentile(answers, 50))} ms, p95 ${ms(percentile(answers, 95))} ms | ratio to create -> running ${answerRatio.toFixed(2)}x`,
-        `session with --prompt -> CR opened (scripted model, ${ANSWERED} runs): p50 ${ms(crP50)} ms, p95 ${ms(percentile(toCr, 95))} ms = ${(crP50 / percentile(starts, 50)).toFixed(1)}x create -> running | target p50 <= 5000 ms`,
-        `idle svc-agent RSS: ${rssMb.toFixed(1)} MB (need < 60 MB)`,
-        preview.line,
-      ],
-    };
+    coldRuns = await cold.measure(SESSIONS, ANSWERED);
   } finally {
-    await api.close();
-    await db.drop();
-    llm.close();
+    await cold.close();
   }
+  const bare = await timeRuns(SESSIONS, async () =>
+    execFileSync("docker", ["run", "--rm", "--entrypoint", "true", image]),
+  );
+
+  const pooled = await benchStack(1);
+  let warmRuns: Runs;
+  try {
+    await pooled.sessions(`/${await pooled.startOne()}`, "DELETE"); // the first session asks for the pool
+    const ready = () =>
+      readyPoolMember(docker, pooled.project.id, async (id) => (await pooled.sessions(`/${id}`)).status === 200);
+    warmRuns = await pooled.measure(ANSWERED, ANSWERED, ready);
+  } finally {
+    await pooled.close();
+  }
+
+  const bareP50 = p50(bare);
+  const ratio = (runs: Runs) => p50(runs.starts) / bareP50;
+  const lines = (name: string, runs: Runs, target: boolean) => [
+    `session create -> running, ${name} (cached image, ${runs.starts.length} runs): p50 ${ms(p50(runs.starts))} ms, p95 ${ms(percentile(runs.starts, 95))} ms | bare docker run --rm true p50 ${ms(bareP50)} ms | ratio ${ratio(runs).toFixed(2)}x${target ? " | target <= 1.0x" : ""}`,
+    `session create -> first answer, ${name} (opencode, scripted model, ${runs.answers.length} runs): p50 ${ms(p50(runs.answers))} ms, p95 ${ms(percentile(runs.answers, 95))} ms`,
+    `session with --prompt -> CR opened, ${name} (scripted model, ${runs.toCr.length} runs): p50 ${ms(p50(runs.toCr))} ms, p95 ${ms(percentile(runs.toCr, 95))} ms${target ? " | target p50 <= 5000 ms" : ""}`,
+  ];
+  return {
+    ok: ratio(warmRuns) <= 1 && rssMb < 60 && p50(warmRuns.toCr) <= 5000 && preview.ok,
+    lines: [
+      ...lines("cold pool", coldRuns, false),
+      ...lines("warm pool", warmRuns, true),
+      `warm pool vs cold: create -> running ${(p50(coldRuns.starts) / p50(warmRuns.starts)).toFixed(1)}x faster, prompt -> CR ${(p50(coldRuns.toCr) / p50(warmRuns.toCr)).toFixed(1)}x faster`,
+      `idle svc-agent RSS: ${rssMb.toFixed(1)} MB (need < 60 MB)`,
+      preview.line,
+    ],
+  };
 }

@@ -3,9 +3,15 @@ export function percentile(samples: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-export async function timeRuns(runs: number, fn: () => Promise<unknown>): Promise<number[]> {
+/** `before` runs ahead of each timed run, untimed (a warm pool refilling). */
+export async function timeRuns(
+  runs: number,
+  fn: () => Promise<unknown>,
+  before: () => Promise<unknown> = async () => {},
+): Promise<number[]> {
   const samples: number[] = [];
   for (let i = 0; i < runs; i++) {
+    await before();
     const start = performance.now();
     await fn();
     samples.push(performance.now() - start);

@@ -1,0 +1,34 @@
+import type Docker from "dockerode";
+
+export type PooledContainer = { Id: string; Created: number; Labels: Record<string, string> };
+
+/**
+ * A project's pooled sandbox whose daemon answers `ready` and whose session id no session has taken yet: what the
+ * next fitting session claims. `taken(id)` tells whether a session with that id exists.
+ */
+export async function readyPoolMember(
+  docker: Docker,
+  projectId: string,
+  taken: (sessionId: string) => Promise<boolean>,
+  timeoutMs = 120_000,
+): Promise<PooledContainer> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const pooled = (await docker.listContainers({
+      filters: { label: [`dev.svc.project=${projectId}`, "dev.svc.pool"] },
+    })) as PooledContainer[];
+    for (const c of pooled) {
+      if (await taken(c.Labels["dev.svc.session"]!)) continue;
+      const info = await docker.getContainer(c.Id).inspect();
+      const ip = Object.values(info.NetworkSettings.Networks)[0]?.IPAddress;
+      const health = await fetch(`http://${ip}:8000/svc/health`).then(
+        (r) => r.json() as Promise<{ pool?: string }>,
+        () => undefined,
+      );
+      // The pool marks it claimable once it has seen this too (it polls every 50 ms).
+      if (health?.pool === "ready") return new Promise((r) => setTimeout(() => r(c), 300));
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no pooled sandbox of project ${projectId} became ready in ${timeoutMs} ms`);
+}
