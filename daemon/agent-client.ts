@@ -33,13 +33,14 @@ export function createAgentClient(port: number, directory: string) {
     async warmUp(): Promise<void> {
       const session = await json<{ id: string }>("POST", `/session?${dir}`, { title: "warm-up" });
       const path = `/session/${encodeURIComponent(session.id)}`;
+      // Bounded: a warm-up that stalls costs the first prompt only what it would have cost anyway.
       await json(
         "POST",
         `${path}/message?${dir}`,
         { noReply: true, parts: [{ type: "text", text: "warm-up" }] },
-        60_000,
+        15_000,
       );
-      await json("POST", `${path}/shell?${dir}`, { agent: "build", command: "true" }, 60_000);
+      await json("POST", `${path}/shell?${dir}`, { agent: "build", command: "true" }, 15_000);
       await json("DELETE", `${path}?${dir}`);
     },
     async abort(session: string): Promise<void> {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { joinCluster } from "../orchestrator/cluster.ts";
 import { call } from "./support/api-server.ts";
 import { svc } from "./support/cli.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
@@ -149,5 +150,19 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     expect(other.status).toBe(201);
     expect(other.body.session_id).not.toBe(member.Labels["dev.svc.session"]);
     await sp.sessions(`/${other.body.session_id}`, "DELETE");
+  }, 300_000);
+
+  it("the reconciler leaves a live process's pooled sandboxes (no session row yet) alone", async () => {
+    const member = await readyMember();
+    const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
+    // Reconciles at once: a container without a live sandbox row is otherwise an orphan it removes.
+    const stop = sp.api.services.orchestrator!.startBackgroundWork({ cluster, idleMs: 3_600_000 });
+    try {
+      await new Promise((r) => setTimeout(r, 3000));
+      expect((await sp.docker.getContainer(member.Id).inspect()).State.Running).toBe(true);
+      expect((await readyMember()).Id).toBe(member.Id);
+    } finally {
+      stop();
+    }
   }, 300_000);
 });

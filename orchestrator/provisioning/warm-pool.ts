@@ -1,6 +1,6 @@
-import { spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { Readable } from "node:stream";
+import { promisify } from "node:util";
 import { newSecret } from "../../protocol/credential.ts";
 import { DaemonHealth } from "../../protocol/daemon.ts";
 import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
@@ -9,6 +9,8 @@ import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type { Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
 import type { SandboxDriver } from "../sandbox/driver.ts";
+
+const run = promisify(execFile);
 
 /** A pooled sandbox: made for one session id (its labels and branch carry it) before any session has it. */
 export type PoolMember = {
@@ -70,13 +72,20 @@ function pooledSession(project: Project, sessionId: string, agent: string): Sess
   } as SessionToProvision;
 }
 
-/** The project's base branch as a git bundle on stdout: what seeds a pooled workspace without any credential. */
-function bundleOf(gitDir: string, branch: string): NodeJS.ReadableStream {
-  const git = spawn("git", ["bundle", "create", "-", `refs/heads/${branch}`], {
+const MAX_BUNDLE_BYTES = 512 << 20;
+const SEED_TIMEOUT_MS = 60_000;
+
+/**
+ * The project's base branch as a git bundle: what seeds a pooled workspace without any credential. Held in memory
+ * (a repository past MAX_BUNDLE_BYTES gets no pool; its sessions clone as cold ones do).
+ */
+async function bundleOf(gitDir: string, branch: string): Promise<Buffer> {
+  const { stdout } = await run("git", ["bundle", "create", "-", `refs/heads/${branch}`], {
     cwd: gitDir,
-    stdio: ["ignore", "pipe", "ignore"],
+    encoding: "buffer",
+    maxBuffer: MAX_BUNDLE_BYTES,
   });
-  return git.stdout;
+  return stdout;
 }
 
 /**
@@ -179,10 +188,9 @@ export function createWarmPool(deps: WarmPoolDeps) {
     const res = await fetch(`${member.url}/svc/pool/seed`, {
       method: "POST",
       headers: { authorization: `Bearer ${member.serviceKey}`, "content-type": "application/octet-stream" },
-      body: Readable.toWeb(bundleOf(gitDir, member.baseRef) as Readable) as ReadableStream,
-      duplex: "half",
-      signal: AbortSignal.timeout(settings.readyTimeoutMs),
-    } as RequestInit);
+      body: new Uint8Array(await bundleOf(gitDir, member.baseRef)),
+      signal: AbortSignal.timeout(SEED_TIMEOUT_MS),
+    });
     const body = (await res.json()) as { commit?: string | null; error?: { message?: string } };
     if (!res.ok) throw new Error(body.error?.message ?? `seed answered ${res.status}`);
     if (body.commit) member.baseSha = body.commit;
