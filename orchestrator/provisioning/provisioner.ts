@@ -19,7 +19,7 @@ import type {
 import type { SandboxDriver } from "../sandbox/driver.ts";
 import { hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
 import { waitLive } from "./wait-live.ts";
-import { createWarmPool, type PoolMember } from "./warm-pool.ts";
+import { createWarmPool, type PoolMember, type WarmPoolDeps } from "./warm-pool.ts";
 
 const POOL_IDLE_MS = 30 * 60_000;
 const POOL_TICK_MS = 5000;
@@ -78,16 +78,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
   // Sessions this process is provisioning right now: the reconciler leaves them alone.
   const inFlight = new Set<string>();
 
-  function envFor(
-    project: Project,
-    session: SessionToProvision,
-    credentials: {
-      serviceKey: string;
-      cliToken: string;
-      secrets: { values: Record<string, string>; revision: number };
-    },
-  ): Record<string, string> {
-    return sandboxEnv({
+  const envFor: WarmPoolDeps["envFor"] = (project, session, credentials) =>
+    sandboxEnv({
       project,
       session,
       repoUrl:
@@ -104,7 +96,6 @@ export function createProvisioner(deps: ProvisionerDeps) {
         baseUrl: settings.llm.baseUrl ? hostUrlForSandbox(settings.llm.baseUrl, settings.hostAlias) : undefined,
       },
     });
-  }
 
   const pool = createWarmPool({
     driver,
