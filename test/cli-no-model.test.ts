@@ -34,7 +34,8 @@ describe("svc sessions with no model configured", () => {
         `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${id}' ` +
         "(MODEL_NOT_CONFIGURED, HTTP 503)",
     );
-    expect(Date.now() - started).toBeLessThan(5000);
+    // The agent's boot is all it waits for (seconds, more on a loaded CI machine), never opencode's minute of retries.
+    expect(Date.now() - started).toBeLessThan(15_000);
 
     // The agent runtime runs, idle, with only the svc provider enabled and none defined: it can never fall back to
     // its built-in providers (which retry the internet for a minute before failing).

@@ -206,8 +206,16 @@ export function createWarmPool(deps: WarmPoolDeps) {
           const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
           if (spare >= settings.size) break;
           const before = members.size;
-          await addMember(project);
-          if (members.size <= before) break;
+          // A boot stuck on the engine must not hold the project's fill (and every later refill) forever.
+          let timer: NodeJS.Timeout | undefined;
+          const done = await Promise.race([
+            addMember(project).then(() => true),
+            new Promise<false>((r) => {
+              timer = setTimeout(() => r(false), 2 * settings.readyTimeoutMs);
+            }),
+          ]).finally(() => clearTimeout(timer));
+          if (!done) log("a pooled sandbox took too long to make; trying again later", { project: project.id });
+          if (!done || members.size <= before) break;
         }
       } catch (err) {
         log("warm pool fill failed", { project: project.id, error: (err as Error).message });
