@@ -33,9 +33,7 @@ export function createReconciler(deps: ReconcilerDeps) {
       if (sandboxId && liveIds.has(sandboxId)) continue;
       if (sandboxId && provisioner.isProvisioning(sessionId ?? "")) continue;
       // A warm-pool sandbox has no row until its session claims it: its process's pool holds it while that lives.
-      if (c.pool && sessionId && (provisioner.poolHolds(sessionId) || (await deps.isAlive(c.pool)))) {
-        if (!(await records.currentSandbox(sessionId))) continue;
-      }
+      if (c.pool && sessionId && (await deps.isAlive(c.pool)) && !(await records.currentSandbox(sessionId))) continue;
       await driver.remove(c.id);
       removed += 1;
       log("reconciler removed an orphaned container", { container: c.id, sandbox: sandboxId });

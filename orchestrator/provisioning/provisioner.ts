@@ -256,8 +256,6 @@ export function createProvisioner(deps: ProvisionerDeps) {
     /** The session id of a ready pooled sandbox reserved for a new session that fits it (warm-pool.ts). */
     reservePooled: pool.reserve,
     releasePooled: pool.release,
-    /** Whether this process's pool still holds the container made for this session id. */
-    poolHolds: pool.holds,
     startPool: pool.start,
     stopPool: pool.stop,
 

@@ -1,6 +1,25 @@
 import { DaemonHealth } from "../../protocol/daemon.ts";
 
-class CloneFailed extends Error {}
+/**
+ * Polls a sandbox daemon's health until `check` settles it: true (done), a string (failed, and why), undefined
+ * (keep asking). A daemon that does not answer yet is asked again; `deadline` ends it with `timeout`'s error.
+ */
+export async function waitHealth(
+  url: string,
+  deadline: number,
+  check: (health: DaemonHealth) => true | string | undefined,
+  options: { everyMs?: number; timeout: string; stopped?: () => boolean },
+): Promise<void> {
+  while (Date.now() < deadline && !options.stopped?.()) {
+    const res = await fetch(`${url}/svc/health`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined);
+    const health = DaemonHealth.safeParse(res?.ok ? await res.json().catch(() => undefined) : undefined);
+    const verdict = health.success ? check(health.data) : undefined;
+    if (verdict === true) return;
+    if (typeof verdict === "string") throw new Error(verdict);
+    await new Promise((r) => setTimeout(r, options.everyMs ?? 25));
+  }
+  throw new Error(options.timeout);
+}
 
 /**
  * Live means the daemon answers and the workspace is cloned: a session is not `running` on an empty sandbox.
@@ -12,21 +31,16 @@ export async function waitLive(
   progress: (step: string) => void = () => {},
 ): Promise<void> {
   let cloning = false;
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`${url}/svc/health`, { signal: AbortSignal.timeout(1000) });
-      const health = DaemonHealth.safeParse(res.ok ? await res.json() : undefined);
-      if (health.success) {
-        const { state, error } = health.data.repo;
-        if (state === "cloned" || state === "disabled") return;
-        if (state === "failed") throw new CloneFailed(`the sandbox could not clone the repository: ${error}`);
-        if (!cloning) progress("cloning workspace");
-        cloning = true;
-      }
-    } catch (err) {
-      if (err instanceof CloneFailed) throw err;
-    }
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the sandbox did not become live before the provisioning deadline");
+  await waitHealth(
+    url,
+    deadline,
+    ({ repo }) => {
+      if (repo.state === "cloned" || repo.state === "disabled") return true;
+      if (repo.state === "failed") return `the sandbox could not clone the repository: ${repo.error}`;
+      if (!cloning) progress("cloning workspace");
+      cloning = true;
+      return undefined;
+    },
+    { timeout: "the sandbox did not become live before the provisioning deadline" },
+  );
 }

@@ -2,13 +2,13 @@ import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { promisify } from "node:util";
 import { newSecret } from "../../protocol/credential.ts";
-import { DaemonHealth } from "../../protocol/daemon.ts";
 import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type { Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
 import type { SandboxDriver } from "../sandbox/driver.ts";
+import { waitHealth } from "./wait-live.ts";
 
 const run = promisify(execFile);
 
@@ -112,22 +112,23 @@ export function createWarmPool(deps: WarmPoolDeps) {
     });
   }
 
-  /** Polls the daemon's health until `pool` is `want`; false when it failed, went away or took too long. */
-  async function waitPool(member: PoolMember, want: "seeding" | "ready"): Promise<boolean> {
-    const deadline = Date.now() + settings.readyTimeoutMs;
-    while (Date.now() < deadline && !stopped && members.has(member.sessionId)) {
-      const res = await fetch(`${member.url}/svc/health`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined);
-      const health = DaemonHealth.safeParse(res?.ok ? await res.json() : undefined);
-      if (health.success && health.data.pool === want) return true;
-      if (health.success && health.data.pool === "failed") return false;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return false;
-  }
+  /** Waits until the daemon's pool state is `want`; rejects when it failed, went away or took too long. */
+  const waitPool = (member: PoolMember, want: "seeding" | "ready") =>
+    waitHealth(
+      member.url,
+      Date.now() + settings.readyTimeoutMs,
+      ({ pool }) => (pool === want ? true : pool === "failed" ? "the pooled sandbox failed to boot" : undefined),
+      {
+        everyMs: 50,
+        timeout: `the pooled sandbox was not ${want} in time`,
+        stopped: () => stopped || !members.has(member.sessionId),
+      },
+    );
 
-  async function addMember(project: Project): Promise<void> {
+  /** Makes one ready member; false when it could not (the failure is logged, nothing is left behind). */
+  async function addMember(project: Project): Promise<boolean> {
     const baseSha = (await deps.repos.tips(project))?.get(project.default_branch);
-    if (!baseSha) return;
+    if (!baseSha) return false;
     const gitDir = await deps.repos.gitDir(project);
     const image = await resolveSessionImage(driver, {
       gitDir,
@@ -173,13 +174,15 @@ export function createWarmPool(deps: WarmPoolDeps) {
       const info = await driver.start(containerId);
       if (!info.endpoint) throw new Error("the pooled sandbox has no address the API can reach");
       member.url = info.endpoint;
-      if (!(await waitPool(member, "seeding"))) throw new Error("the pooled sandbox's daemon did not start");
+      await waitPool(member, "seeding");
       await seed(member, gitDir);
-      if (!(await waitPool(member, "ready"))) throw new Error("the pooled sandbox did not become ready");
-      if (members.has(sessionId)) member.state = "ready";
+      await waitPool(member, "ready");
+      member.state = "ready";
+      return true;
     } catch (err) {
       log("a pooled sandbox failed", { project: project.id, error: (err as Error).message });
       await discard(member);
+      return false;
     }
   }
 
@@ -205,17 +208,16 @@ export function createWarmPool(deps: WarmPoolDeps) {
         while (!stopped && wanted.has(project.id)) {
           const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
           if (spare >= settings.size) break;
-          const before = members.size;
           // A boot stuck on the engine must not hold the project's fill (and every later refill) forever.
           let timer: NodeJS.Timeout | undefined;
           const done = await Promise.race([
-            addMember(project).then(() => true),
+            addMember(project),
             new Promise<false>((r) => {
               timer = setTimeout(() => r(false), 2 * settings.readyTimeoutMs);
             }),
           ]).finally(() => clearTimeout(timer));
           if (!done) log("a pooled sandbox took too long to make; trying again later", { project: project.id });
-          if (!done || members.size <= before) break;
+          if (!done) break;
         }
       } catch (err) {
         log("warm pool fill failed", { project: project.id, error: (err as Error).message });
@@ -282,9 +284,6 @@ export function createWarmPool(deps: WarmPoolDeps) {
     },
 
     discard,
-
-    /** Whether this process's pool holds the container (the reconciler leaves it alone). */
-    holds: (sessionId: string) => members.has(sessionId),
 
     start(): void {
       if (settings.size === 0) return;
