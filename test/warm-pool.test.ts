@@ -63,7 +63,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
       poolSize: 1,
       llm: { baseUrl: llm.url, apiKey: "pool", model: "scripted" },
     });
-  }, 300_000);
+  }, 400_000);
   afterAll(async () => {
     await sp?.close();
     llm?.close();
@@ -107,7 +107,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     expect(env.stdout).toContain(`SVC_SESSION_ID=${created.body.session_id}`);
     expect(env.stdout).toMatch(/^SVC_CLI_TOKEN=svc_/m);
     expect(env.stdout).not.toContain("SVC_POOLED=0");
-  }, 300_000);
+  }, 400_000);
 
   it("a claimed sandbox carries nothing of an earlier claim: files, env and processes are its own", async () => {
     const a = (await sp.sessions("", "POST", {})).body.session_id as string;
@@ -130,7 +130,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     expect(seen.stdout).toContain(`id=${b}`);
     expect(seen.stdout).not.toContain(aEnv.stdout.trim());
     expect(seen.stdout).not.toContain("changed:");
-  }, 300_000);
+  }, 400_000);
 
   it("a pool made before main moved is replaced: the next session starts from the new main", async () => {
     await readyMember();
@@ -142,7 +142,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     const id = (await sp.sessions("", "POST", {})).body.session_id as string;
     await running(id);
     expect((await exec(id, "git rev-parse HEAD")).stdout.trim()).toBe(tip);
-  }, 300_000);
+  }, 400_000);
 
   it("a session for another model or base does not take the pool's sandbox", async () => {
     const member = await readyMember();
@@ -150,7 +150,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     expect(other.status).toBe(201);
     expect(other.body.session_id).not.toBe(member.Labels["dev.svc.session"]);
     await sp.sessions(`/${other.body.session_id}`, "DELETE");
-  }, 300_000);
+  }, 400_000);
 
   it("the reconciler leaves a live process's pooled sandboxes (no session row yet) alone", async () => {
     const member = await readyMember();
@@ -164,5 +164,5 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     } finally {
       stop();
     }
-  }, 300_000);
+  }, 400_000);
 });

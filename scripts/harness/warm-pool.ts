@@ -10,7 +10,7 @@ export async function readyPoolMember(
   docker: Docker,
   projectId: string,
   taken: (sessionId: string) => Promise<boolean>,
-  timeoutMs = 120_000,
+  timeoutMs = 240_000,
 ): Promise<PooledContainer> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -30,5 +30,16 @@ export async function readyPoolMember(
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`no pooled sandbox of project ${projectId} became ready in ${timeoutMs} ms`);
+  // What each pooled container was doing: the failure's own evidence.
+  const seen: string[] = [];
+  for (const c of (await docker.listContainers({
+    all: true,
+    filters: { label: [`dev.svc.project=${projectId}`, "dev.svc.pool"] },
+  })) as (PooledContainer & { State: string })[]) {
+    const log = await docker.getContainer(c.Id).logs({ stdout: true, stderr: true, tail: 15 });
+    seen.push(`${c.Labels["dev.svc.session"]} ${c.State}:\n${log.toString("utf8")}`);
+  }
+  throw new Error(
+    `no pooled sandbox of project ${projectId} became ready in ${timeoutMs} ms; pooled containers:\n${seen.join("\n") || "none"}`,
+  );
 }
