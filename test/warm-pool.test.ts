@@ -152,6 +152,16 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     await sp.sessions(`/${other.body.session_id}`, "DELETE");
   }, 400_000);
 
+  it("a pooled sandbox that dies is replaced, and the next session still starts", async () => {
+    const dead = await readyMember();
+    await sp.docker.getContainer(dead.Id).kill();
+    const replacement = await readyMember();
+    expect(replacement.Id).not.toBe(dead.Id);
+    const id = (await sp.sessions("", "POST", {})).body.session_id as string;
+    expect(id).toBe(replacement.Labels["dev.svc.session"]);
+    await running(id);
+  }, 400_000);
+
   it("the reconciler leaves a live process's pooled sandboxes (no session row yet) alone", async () => {
     const member = await readyMember();
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });

@@ -1,5 +1,12 @@
 import { DaemonHealth } from "../../protocol/daemon.ts";
 
+/** A sandbox daemon's health, or undefined when it does not answer (in `timeoutMs`) or answers something else. */
+export async function readHealth(url: string, timeoutMs: number): Promise<DaemonHealth | undefined> {
+  const res = await fetch(`${url}/svc/health`, { signal: AbortSignal.timeout(timeoutMs) }).catch(() => undefined);
+  const health = DaemonHealth.safeParse(res?.ok ? await res.json().catch(() => undefined) : undefined);
+  return health.success ? health.data : undefined;
+}
+
 /**
  * Polls a sandbox daemon's health until `check` settles it: true (done), a string (failed, and why), undefined
  * (keep asking). A daemon that does not answer yet is asked again; `deadline` ends it with `timeout`'s error.
@@ -11,9 +18,8 @@ export async function waitHealth(
   options: { everyMs?: number; timeout: string; stopped?: () => boolean },
 ): Promise<void> {
   while (Date.now() < deadline && !options.stopped?.()) {
-    const res = await fetch(`${url}/svc/health`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined);
-    const health = DaemonHealth.safeParse(res?.ok ? await res.json().catch(() => undefined) : undefined);
-    const verdict = health.success ? check(health.data) : undefined;
+    const health = await readHealth(url, 1000);
+    const verdict = health ? check(health) : undefined;
     if (verdict === true) return;
     if (typeof verdict === "string") throw new Error(verdict);
     await new Promise((r) => setTimeout(r, options.everyMs ?? 25));

@@ -8,7 +8,7 @@ import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type { Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
 import type { SandboxDriver } from "../sandbox/driver.ts";
-import { waitHealth } from "./wait-live.ts";
+import { readHealth, waitHealth } from "./wait-live.ts";
 
 const run = promisify(execFile);
 
@@ -25,6 +25,8 @@ export type PoolMember = {
   baseSha: string;
   secretsRevision: number;
   state: "warming" | "ready" | "reserved";
+  /** Health checks in a row a ready member did not answer `ready` to. */
+  missed: number;
 };
 
 export type WarmPoolDeps = {
@@ -168,6 +170,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
       baseSha,
       secretsRevision: secrets.revision,
       state: "warming",
+      missed: 0,
     };
     members.set(sessionId, member);
     try {
@@ -200,36 +203,42 @@ export function createWarmPool(deps: WarmPoolDeps) {
   }
 
   /** Tops a wanted project's pool up to `size`, one member at a time (two cores: a burst of boots slows claims). */
+  async function topUp(project: Project): Promise<void> {
+    try {
+      while (!stopped && wanted.has(project.id)) {
+        const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
+        if (spare >= settings.size || !(await addMember(project))) break;
+      }
+    } catch (err) {
+      log("warm pool fill failed", { project: project.id, error: (err as Error).message });
+    }
+  }
+
+  /** One top-up per project at a time; a call while one runs joins it. */
   function fill(project: Project): Promise<void> {
     const running = filling.get(project.id);
     if (running) return running;
-    const work = (async () => {
-      try {
-        while (!stopped && wanted.has(project.id)) {
-          const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
-          if (spare >= settings.size) break;
-          // A boot stuck on the engine must not hold the project's fill (and every later refill) forever.
-          let timer: NodeJS.Timeout | undefined;
-          const done = await Promise.race([
-            addMember(project),
-            new Promise<false>((r) => {
-              timer = setTimeout(() => r(false), 2 * settings.readyTimeoutMs);
-            }),
-          ]).finally(() => clearTimeout(timer));
-          if (!done) log("a pooled sandbox took too long to make; trying again later", { project: project.id });
-          if (!done) break;
-        }
-      } catch (err) {
-        log("warm pool fill failed", { project: project.id, error: (err as Error).message });
-      } finally {
-        filling.delete(project.id);
-      }
-    })();
+    // `finally` always runs after this function returned, so even a top-up with nothing to do (which settles
+    // synchronously) leaves no entry behind that would make every later fill a no-op.
+    const work = topUp(project).finally(() => filling.delete(project.id));
     filling.set(project.id, work);
     return work;
   }
 
-  /** Drops members a claim could not use anyway (base moved, secrets changed), idle projects' pools, then refills. */
+  /**
+   * Whether a ready member still answers `ready`: a container that died (the engine restarted, the kernel killed
+   * it) would otherwise count as spare forever and the pool would never refill. Two misses in a row, so one slow
+   * answer on a busy host does not throw a good sandbox away.
+   */
+  async function stillReady(member: PoolMember): Promise<boolean> {
+    member.missed = (await readHealth(member.url, 3000))?.pool === "ready" ? 0 : member.missed + 1;
+    return member.missed < 2;
+  }
+
+  /**
+   * Drops members a claim could not use anyway (base moved, secrets changed, no longer answering), idle projects'
+   * pools, then refills.
+   */
   async function tick(): Promise<void> {
     for (const [projectId, { project, at }] of wanted) {
       const ready = ofProject(projectId).filter((m) => m.state === "ready");
@@ -244,6 +253,10 @@ export function createWarmPool(deps: WarmPoolDeps) {
         (m) => (tip && m.baseSha !== tip) || (revision !== undefined && m.secretsRevision !== revision),
       );
       await Promise.all(stale.map(discard));
+      const gone = await Promise.all(
+        ready.filter((m) => !stale.includes(m)).map(async (m) => ((await stillReady(m)) ? undefined : m)),
+      );
+      await Promise.all(gone.filter((m) => m !== undefined && m.state === "ready").map((m) => discard(m!)));
       void fill(project);
     }
   }

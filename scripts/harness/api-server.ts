@@ -28,7 +28,8 @@ export async function startApi(
     sql,
     dataDir,
     publicUrl: () => url,
-    logLevel: "silent",
+    // SVC_TEST_LOG_LEVEL=info shows a test API's log (the pool's and reconciler's decisions) when a test needs it.
+    logLevel: process.env.SVC_TEST_LOG_LEVEL ?? "silent",
     bodyLimit: options.bodyLimit,
     secretsKey: randomBytes(32).toString("base64"),
     orchestrator: options.orchestrator,
