@@ -27,20 +27,20 @@ export function createAgentClient(port: number, directory: string) {
       });
     },
     /**
-     * Pays opencode's first-use costs before anyone waits on them: the first message of an instance loads its
-     * config, plugins and tools (seconds), the first shell command its shell tool. The throwaway session goes again.
+     * Pays opencode's first-use costs before anyone waits on them: an instance's first agent loop boots its
+     * project services, loads the provider SDK, the tools and the bash command parser (seconds). One prompt to
+     * the loopback warm-up model (warm-up-model.ts) runs that loop; the throwaway session goes again.
      */
-    async warmUp(): Promise<void> {
+    async warmUp(model: { providerID: string; modelID: string }): Promise<void> {
       const session = await json<{ id: string }>("POST", `/session?${dir}`, { title: "warm-up" });
       const path = `/session/${encodeURIComponent(session.id)}`;
       // Bounded: a warm-up that stalls costs the first prompt only what it would have cost anyway.
       await json(
         "POST",
         `${path}/message?${dir}`,
-        { noReply: true, parts: [{ type: "text", text: "warm-up" }] },
-        15_000,
+        { agent: "build", model, parts: [{ type: "text", text: "warm-up" }] },
+        30_000,
       );
-      await json("POST", `${path}/shell?${dir}`, { agent: "build", command: "true" }, 15_000);
       await json("DELETE", `${path}?${dir}`);
     },
     async abort(session: string): Promise<void> {

@@ -14,6 +14,7 @@ import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
 import { createDaemonServer } from "./server.ts";
 import { writeSessionEnv } from "./session-env-plugin.ts";
+import { startWarmUpModel, WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-model.ts";
 import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
 
 const VERSION = "0.1.0";
@@ -43,6 +44,8 @@ async function daemon(): Promise<void> {
   let currentSession: string | undefined;
   let busy = { at: 0, sessions: [] as string[] };
 
+  // Only while a pooled sandbox warms up: a runtime started later (a restart after the claim) never names it.
+  let warmUpModel: Awaited<ReturnType<typeof startWarmUpModel>> | undefined;
   const spec = (): RuntimeSpec =>
     config.agentCommand
       ? {
@@ -51,7 +54,7 @@ async function daemon(): Promise<void> {
           port: config.agentPort,
           env: { ...(process.env as Record<string, string>), ...sessionEnv, ...extraEnv },
         }
-      : opencodeSpec(config, { ...sessionEnv, ...extraEnv });
+      : opencodeSpec(config, { ...sessionEnv, ...extraEnv }, warmUpModel?.baseUrl);
   const runtime = createRuntimeSupervisor(spec, log);
 
   /**
@@ -114,9 +117,16 @@ async function daemon(): Promise<void> {
     repo.state = "cloned";
     pool = "warming";
     void (async () => {
+      if (!modelMissing && !config.agentCommand) warmUpModel = await startWarmUpModel();
       runtime.start();
       await runtime.whenReady();
-      if (!modelMissing) await client.warmUp().catch((err) => log(`warm-up failed: ${(err as Error).message}`));
+      if (warmUpModel) {
+        await client
+          .warmUp({ providerID: WARM_UP_PROVIDER, modelID: WARM_UP_MODEL })
+          .catch((err) => log(`warm-up failed: ${(err as Error).message}`));
+        warmUpModel.close();
+        warmUpModel = undefined;
+      }
       if (pool === "warming") pool = runtime.status().state === "running" ? "ready" : "failed";
     })();
     return { commit: await headCommit(config.workspace) };

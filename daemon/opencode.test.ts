@@ -18,4 +18,17 @@ describe("opencodeConfig", () => {
       provider: { svc: { options: { baseURL: "http://gw:9000/v1", apiKey: "sk" } } },
     });
   });
+
+  it("names the loopback warm-up model only while a pooled sandbox warms up, and never as the agent's model", () => {
+    const gateway = { SVC_LLM_BASE_URL: "http://gw:9000/v1", SVC_AGENT_MODEL: "m" };
+    const warming = opencodeConfig(config(gateway), "http://127.0.0.1:4100/v1");
+    expect(warming).toMatchObject({
+      enabled_providers: ["svc", "svc-warmup"],
+      model: "svc/m",
+      small_model: "svc/m",
+      provider: { "svc-warmup": { options: { baseURL: "http://127.0.0.1:4100/v1" } } },
+    });
+    expect(opencodeConfig(config(gateway))).toMatchObject({ enabled_providers: ["svc"] });
+    expect(opencodeConfig(config(gateway)).provider).not.toHaveProperty("svc-warmup");
+  });
 });

@@ -4,6 +4,7 @@ import { pathToFileURL } from "node:url";
 import type { DaemonConfig } from "./config.ts";
 import type { RuntimeSpec } from "./runtime.ts";
 import { writeSessionEnvPlugin } from "./session-env-plugin.ts";
+import { WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-model.ts";
 import { agentConfigDir } from "./workspace.ts";
 
 const OPENCODE_VERSION = "1.18.33";
@@ -41,7 +42,7 @@ function seedConfigDir(dir: string, workspace: string): void {
  * provider is ever enabled: with no gateway opencode has none at all (a prompt fails at once with "No providers
  * are available") rather than falling back to its built-in ones, which retry an unreachable internet for a minute.
  */
-export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
+export function opencodeConfig(config: DaemonConfig, warmUpUrl?: string): Record<string, unknown> {
   const base: Record<string, unknown> = {
     autoupdate: false,
     share: "disabled",
@@ -51,11 +52,22 @@ export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
     enabled_providers: [PROVIDER_ID],
   };
   if (!config.llm.baseUrl) return base;
+  const warmUp = warmUpUrl
+    ? {
+        [WARM_UP_PROVIDER]: {
+          npm: "@ai-sdk/openai-compatible",
+          name: "svc warm-up (loopback, used once at boot)",
+          options: { baseURL: warmUpUrl, apiKey: "none" },
+          models: { [WARM_UP_MODEL]: { name: WARM_UP_MODEL, tool_call: true, limit: { context: 8000, output: 1000 } } },
+        },
+      }
+    : {};
   const model = config.agentModel?.includes("/")
     ? config.agentModel.split("/").slice(1).join("/")
     : (config.agentModel ?? "default");
   return {
     ...base,
+    enabled_providers: [PROVIDER_ID, ...Object.keys(warmUp)],
     model: `${PROVIDER_ID}/${model}`,
     small_model: `${PROVIDER_ID}/${model}`,
     provider: {
@@ -65,6 +77,7 @@ export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
         options: { baseURL: config.llm.baseUrl, apiKey: config.llm.apiKey ?? "none" },
         models: { [model]: { name: model, tool_call: true, limit: { context: 128_000, output: 16_000 } } },
       },
+      ...warmUp,
     },
   };
 }
@@ -72,12 +85,13 @@ export function opencodeConfig(config: DaemonConfig): Record<string, unknown> {
 /** Never wait on a question: a sandbox run has nobody to answer it. */
 const PERMISSIONS = { edit: "allow", bash: "allow", webfetch: "allow", doom_loop: "allow", external_directory: "deny" };
 
-export function opencodeSpec(config: DaemonConfig, extraEnv: Record<string, string>): RuntimeSpec {
+/** `warmUpUrl`: a pooled sandbox's loopback warm-up model (warm-up-model.ts), configured beside the gateway. */
+export function opencodeSpec(config: DaemonConfig, extraEnv: Record<string, string>, warmUpUrl?: string): RuntimeSpec {
   const configDir = agentConfigDir(config.workspace);
   mkdirSync(config.agentHome, { recursive: true });
   seedConfigDir(configDir, config.workspace);
   seedConfigDir(join(config.agentHome, ".config", "opencode"), config.workspace);
-  const content = opencodeConfig(config);
+  const content = opencodeConfig(config, warmUpUrl);
   if (config.pooled) content.plugin = [pathToFileURL(writeSessionEnvPlugin(config.agentHome)).href];
   return {
     command: [config.opencodeBin, "serve", "--hostname", "127.0.0.1", "--port", String(config.agentPort)],

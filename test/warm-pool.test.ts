@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { call } from "./support/api-server.ts";
@@ -73,6 +74,17 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     const first = (await sp.sessions("", "POST", {})).body;
     await running(first.session_id);
     const member = await readyMember();
+    // Its warm-up ran opencode's first agent loop against a loopback model: not one call reached the gateway.
+    expect(llm.requests()).toBe(0);
+    const opencodeLog = execFileSync("docker", [
+      "exec",
+      member.Id,
+      "sh",
+      "-c",
+      "cat /opt/svc/home/.local/share/opencode/log/*.log",
+    ]).toString();
+    expect(opencodeLog).toMatch(/llm\.provider=svc-warmup/);
+    expect(opencodeLog).toMatch(/evaluated permission=bash pattern=true/);
 
     const asked = Date.now();
     const created = await sp.sessions("", "POST", { prompt: CR_PROMPT });

@@ -100,23 +100,19 @@ async function benchStack(poolSize: number) {
     }
   };
   const startOne = async () => untilRunning((await sessions("", "POST")).body.session_id);
-  /** Create -> running; create -> the first answer; create with --prompt -> its CR opened. */
+  /** Create -> running; create -> the first answer; create with --prompt -> its CR opened. Removal is untimed. */
   async function measure(runs: number, answered: number, before?: () => Promise<unknown>): Promise<Runs> {
-    const starts = await timeRuns(
-      runs,
-      async () => {
-        await sessions(`/${await startOne()}`, "DELETE");
-      },
-      before,
-    );
+    const remove = (id: string) => sessions(`/${id}`, "DELETE");
+    const starts = await timeRuns(runs, startOne, before, remove);
     const answers = await timeRuns(
       answered,
       async () => {
         const id = await startOne();
         await firstAnswer(api.url, `/v1/projects/${project.id}/sessions/${id}`, user.token);
-        await sessions(`/${id}`, "DELETE");
+        return id;
       },
       before,
+      remove,
     );
     const toCr = await timeRuns(
       answered,
@@ -131,9 +127,10 @@ async function benchStack(poolSize: number) {
           if (s.status === "failed") throw new Error(`session failed: ${s.error}`);
           await new Promise((r) => setTimeout(r, 50));
         }
-        await sessions(`/${id}`, "DELETE");
+        return id;
       },
       before,
+      remove,
     );
     return { starts, answers, toCr };
   }

@@ -3,18 +3,23 @@ export function percentile(samples: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-/** `before` runs ahead of each timed run, untimed (a warm pool refilling). */
-export async function timeRuns(
+/**
+ * `before` runs ahead of each timed run, untimed (a warm pool refilling); `after` gets each run's result, untimed
+ * too (removing the session a run started).
+ */
+export async function timeRuns<T>(
   runs: number,
-  fn: () => Promise<unknown>,
+  fn: () => Promise<T>,
   before: () => Promise<unknown> = async () => {},
+  after: (result: T) => Promise<unknown> = async () => {},
 ): Promise<number[]> {
   const samples: number[] = [];
   for (let i = 0; i < runs; i++) {
     await before();
     const start = performance.now();
-    await fn();
+    const result = await fn();
     samples.push(performance.now() - start);
+    await after(result);
   }
   return samples;
 }
