@@ -20,6 +20,8 @@ export type TokenPort = {
 /** Decrypted project secrets, injected as plain env vars. */
 export type SecretsPort = {
   values(projectId: string): Promise<{ values: Record<string, string>; revision: number }>;
+  /** The current revision alone: checking a pooled sandbox against it decrypts nothing. */
+  revision(projectId: string): Promise<number>;
 };
 
 /** The project's repository, as fresh as the branch cut needs it. */

@@ -13,19 +13,26 @@ export function createSecretStore(sql: Sql, cipher: Cipher | undefined) {
       throw apiError("NOT_CONFIGURED", "secrets are unavailable: the server has no secrets key (SVC_SECRETS_KEY)");
     return cipher;
   };
+  /** Bumped by every change to a project's secrets: what tells a sandbox made earlier that its values are stale. */
+  async function revision(projectId: string): Promise<number> {
+    const [project] = await sql.query<{ secrets_revision: number }>(
+      "select secrets_revision from projects where id = $1",
+      [projectId],
+    );
+    return project?.secrets_revision ?? 0;
+  }
+
   return {
+    revision,
+
     async list(projectId: string): Promise<{ secrets: SecretInfo[]; revision: number }> {
       const rows = await sql.query<{ name: string; updated_at: Date }>(
         "select name, updated_at from project_secrets where project_id = $1 order by name",
         [projectId],
       );
-      const [project] = await sql.query<{ secrets_revision: number }>(
-        "select secrets_revision from projects where id = $1",
-        [projectId],
-      );
       return {
         secrets: rows.map((r) => ({ name: r.name, updated_at: iso(r.updated_at) })),
-        revision: project?.secrets_revision ?? 0,
+        revision: await revision(projectId),
       };
     },
 
@@ -67,16 +74,13 @@ export function createSecretStore(sql: Sql, cipher: Cipher | undefined) {
         "select name, value_enc from project_secrets where project_id = $1 order by name",
         [projectId],
       );
-      const [project] = await sql.query<{ secrets_revision: number }>(
-        "select secrets_revision from projects where id = $1",
-        [projectId],
-      );
+      const at = await revision(projectId);
       const values: Record<string, string> = {};
       if (rows.length > 0) {
         const c = requireCipher();
         for (const r of rows) values[r.name] = c.decrypt(r.value_enc, aad(projectId, r.name));
       }
-      return { values, revision: project?.secrets_revision ?? 0 };
+      return { values, revision: at };
     },
   };
 }

@@ -248,7 +248,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
         continue;
       }
       const tip = (await deps.repos.tips(project).catch(() => undefined))?.get(project.default_branch);
-      const revision = (await deps.secrets.values(projectId).catch(() => undefined))?.revision;
+      const revision = await deps.secrets.revision(projectId).catch(() => undefined);
       const stale = ready.filter(
         (m) => (tip && m.baseSha !== tip) || (revision !== undefined && m.secretsRevision !== revision),
       );

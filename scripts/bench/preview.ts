@@ -12,7 +12,7 @@ import { load, waitUntilUp } from "./load.ts";
  * A page's requests through a preview link (API, then the sandbox daemon) against the same app reached directly
  * at the container's address: what the whole preview chain costs per request.
  */
-export async function benchPreview(
+async function benchPreview(
   docker: Docker,
   containerId: string,
   apiUrl: string,

@@ -29,9 +29,9 @@ const cli = benchCliStart();
 lines.push(cli.line);
 ok &&= cli.ok;
 
-const preview = await benchMergePreview();
-lines.push(preview.line);
-ok &&= preview.ok;
+const mergePreview = await benchMergePreview();
+lines.push(mergePreview.line);
+ok &&= mergePreview.ok;
 
 const pglite = await benchCrRead("pglite");
 lines.push(pglite.line);
@@ -65,6 +65,9 @@ if (process.env.SVC_BENCH_SKIP_DOCKER !== "1") {
   const sandbox = await benchSessionStart();
   lines.push(...sandbox.lines);
   ok &&= sandbox.ok;
+  const preview = await benchPreviewAlone();
+  lines.push(preview.line);
+  ok &&= preview.ok;
   lines.push(...(await benchSelfHostModes({ cold: false })));
 }
 
