@@ -253,10 +253,10 @@ export function createWarmPool(deps: WarmPoolDeps) {
         (m) => (tip && m.baseSha !== tip) || (revision !== undefined && m.secretsRevision !== revision),
       );
       await Promise.all(stale.map(discard));
-      const gone = await Promise.all(
-        ready.filter((m) => !stale.includes(m)).map(async (m) => ((await stillReady(m)) ? undefined : m)),
-      );
-      await Promise.all(gone.filter((m) => m !== undefined && m.state === "ready").map((m) => discard(m!)));
+      const live = ready.filter((m) => !stale.includes(m));
+      const dead = (await Promise.all(live.map(async (m) => ((await stillReady(m)) ? [] : [m])))).flat();
+      // One reserved meanwhile is its claim's to judge.
+      await Promise.all(dead.filter((m) => m.state === "ready").map(discard));
       void fill(project);
     }
   }

@@ -3,7 +3,12 @@ import type { DaemonHealth } from "../../protocol/daemon.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
-import { orchestratorFor, removeProjectContainers, requireDocker } from "../harness/docker.ts";
+import {
+  orchestratorFor,
+  removeInstallationNetworks,
+  removeProjectContainers,
+  requireDocker,
+} from "../harness/docker.ts";
 import { authedUrl, workRepo } from "../harness/git-fixture.ts";
 import { freePort } from "../harness/ports.ts";
 import { load, waitUntilUp } from "./load.ts";
@@ -92,6 +97,7 @@ export async function benchPreviewAlone() {
   } finally {
     await api.close();
     await removeProjectContainers(docker, projectId);
+    await removeInstallationNetworks(docker, api.services.installationId);
     await db.drop();
   }
 }

@@ -2,7 +2,12 @@ import { execFileSync } from "node:child_process";
 import { createSseReader } from "../../protocol/sse.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
-import { orchestratorFor, requireDocker } from "../harness/docker.ts";
+import {
+  orchestratorFor,
+  removeInstallationNetworks,
+  removeProjectContainers,
+  requireDocker,
+} from "../harness/docker.ts";
 import { authedUrl, workRepo } from "../harness/git-fixture.ts";
 import { freePort } from "../harness/ports.ts";
 import { startScriptedLlm } from "../harness/scripted-llm.ts";
@@ -142,6 +147,10 @@ async function benchStack(poolSize: number) {
     measure,
     async close() {
       await api.close();
+      // Its sandboxes and its installation's network: a bench run leaves no address pool taken.
+      const docker = await requireDocker();
+      await removeProjectContainers(docker, project.id);
+      await removeInstallationNetworks(docker, api.services.installationId);
       await db.drop();
       llm.close();
     },
