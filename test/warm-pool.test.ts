@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { call } from "./support/api-server.ts";
 import { svc } from "./support/cli.ts";
+import { execIn } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
@@ -163,6 +164,32 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     expect(other.body.session_id).not.toBe(member.Labels["dev.svc.session"]);
     await sp.sessions(`/${other.body.session_id}`, "DELETE");
   }, 400_000);
+
+  it("a secret changed or removed after the pool filled never reaches the next session with its old value", async () => {
+    const secrets = (method: string, body: unknown) =>
+      call(sp.api.url, method, `/v1/projects/${sp.project.id}/secrets`, { token: sp.user.token, body });
+    expect((await secrets("PUT", { secrets: { POOL_OLD: "leaked", POOL_KEY: "one" } })).status).toBe(200);
+    const member = await waitFor(
+      "a pooled sandbox holding the secrets",
+      async () => {
+        const m = await readyMember();
+        // The member made before the change is replaced on the pool's next check (it may go while we look).
+        const seen = await execIn(sp.docker, m.Id, ["sh", "-c", "echo key=$POOL_KEY"]).catch(() => undefined);
+        return seen?.out.includes("key=one") ? m : undefined;
+      },
+      { timeoutMs: 300_000 },
+    );
+    expect((await secrets("DELETE", { names: ["POOL_OLD"] })).status).toBe(200);
+    expect((await secrets("PUT", { secrets: { POOL_KEY: "two" } })).status).toBe(200);
+
+    // At once, before the pool's check could replace the member: the claim itself must refuse it.
+    const id = (await sp.sessions("", "POST", {})).body.session_id as string;
+    await running(id);
+    const seen = (await exec(id, "echo key=$POOL_KEY old=${POOL_OLD:-none}")).stdout;
+    expect(seen).toContain("key=two");
+    expect(seen).toContain("old=none");
+    expect((await containerOf(id))!.Id).not.toBe(member.Id);
+  }, 600_000);
 
   it("a pooled sandbox that dies is replaced, and the next session still starts", async () => {
     const dead = await readyMember();
