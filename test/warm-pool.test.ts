@@ -165,6 +165,18 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     await sp.sessions(`/${other.body.session_id}`, "DELETE");
   }, 400_000);
 
+  it("a session removed the moment it took a pooled sandbox leaves no container behind", async () => {
+    const member = await readyMember();
+    const id = (await sp.sessions("", "POST", {})).body.session_id as string;
+    expect(id).toBe(member.Labels["dev.svc.session"]);
+    expect((await sp.sessions(`/${id}`, "DELETE")).status).toBe(204);
+    await waitFor(
+      "the claimed container removed",
+      async () => (await sp.docker.listContainers({ all: true, filters: { id: [member.Id] } })).length === 0,
+      { timeoutMs: 30_000 },
+    );
+  }, 400_000);
+
   it("a secret changed or removed after the pool filled never reaches the next session with its old value", async () => {
     const secrets = (method: string, body: unknown) =>
       call(sp.api.url, method, `/v1/projects/${sp.project.id}/secrets`, { token: sp.user.token, body });

@@ -157,6 +157,10 @@ export function createProvisioner(deps: ProvisionerDeps) {
         await teardown(sandboxId, containerId, tokenId, "stopped");
       }
     };
+    // The pooled sandbox reserved for this session is out of the pool from here: any failure (the session deleted
+    // meanwhile, its base gone) removes it with the rest, as it would a cold one.
+    let member = options.cutBranch ? pool.take(session.session_id) : undefined;
+    containerId = member?.containerId;
     try {
       const gitDir = await deps.repos.gitDir(project);
       const baseSha = (await deps.repos.tips(project))?.get(session.base_ref);
@@ -165,10 +169,10 @@ export function createProvisioner(deps: ProvisionerDeps) {
       credentials.push(...Object.values(secrets.values));
       // A pooled sandbox serves only if it still holds this base and these secrets; else it goes, and a cold one
       // is made for the same session id.
-      let member = options.cutBranch ? pool.take(session.session_id) : undefined;
       if (member && (member.baseSha !== baseSha || member.secretsRevision !== secrets.revision)) {
         await pool.discard(member);
         member = undefined;
+        containerId = undefined;
       }
       if (options.cutBranch && !(await deps.repos.createBranch(project, session.branch, baseSha))) {
         throw new Error(`could not create branch '${session.branch}'`);
@@ -191,8 +195,11 @@ export function createProvisioner(deps: ProvisionerDeps) {
       });
       const env = envFor(project, session, { serviceKey, cliToken: token.token, secrets });
       if (member) {
-        containerId = member.containerId;
-        await records.updateSandbox(sandboxId, { image: member.image, containerId, url: member.url });
+        await records.updateSandbox(sandboxId, {
+          image: member.image,
+          containerId: member.containerId,
+          url: member.url,
+        });
         await claim(member, env);
         await finish(member.url);
         return;
