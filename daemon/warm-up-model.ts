@@ -54,7 +54,10 @@ export async function startWarmUpModel(): Promise<{ baseUrl: string; close: () =
       res.writeHead(404).end();
       return;
     }
-    void readBody(req).then((body) => answer(res, body));
+    readBody(req).then(
+      (body) => answer(res, body),
+      () => res.destroy(),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
