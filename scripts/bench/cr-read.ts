@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
+import { roundsSummary as summary } from "./stats.ts";
 
 const SERVER = fileURLToPath(new URL("./cr-server.ts", import.meta.url));
 // Health and the CR read take turns, a round each at a time: load from anything else on the machine then falls on
@@ -29,13 +30,6 @@ async function load(url: string, headers: Record<string, string>) {
   if (result.non2xx > 0 || result.errors > 0)
     throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   return result;
-}
-
-/** Requests per second over all rounds, and the latencies of the median round. */
-function summary(rounds: autocannon.Result[]) {
-  const rps = rounds.reduce((n, r) => n + r.requests.total, 0) / rounds.reduce((s, r) => s + r.duration, 0);
-  const median = [...rounds].sort((a, b) => a.latency.p50 - b.latency.p50)[Math.floor(rounds.length / 2)]!;
-  return { rps, p50: median.latency.p50, p99: median.latency.p99 };
 }
 
 /** GET of an open CR (auth, row, live-branch refresh) against GET /v1/health on the same server. */

@@ -1,3 +1,5 @@
+import type autocannon from "autocannon";
+
 export function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -25,3 +27,10 @@ export async function timeRuns<T>(
 }
 
 export const ms = (n: number) => (n < 1 ? n.toFixed(3) : n < 10 ? n.toFixed(2) : n.toFixed(0));
+
+/** Requests per second over all rounds of a load test, and the latencies of the median round. */
+export function roundsSummary(rounds: autocannon.Result[]) {
+  const rps = rounds.reduce((n, r) => n + r.requests.total, 0) / rounds.reduce((s, r) => s + r.duration, 0);
+  const median = [...rounds].sort((a, b) => a.latency.p50 - b.latency.p50)[Math.floor(rounds.length / 2)]!;
+  return { rps, p50: median.latency.p50, p99: median.latency.p99 };
+}
