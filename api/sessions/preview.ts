@@ -145,12 +145,24 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     }
     const path = PATH_PREVIEW.exec(url);
     if (!path) return undefined;
-    const place = parseInput(Place, { sessionId: decodePart(path[2]!), port: path[3] }, "params");
-    const projectId = decodePart(path[1]!);
     const rest = (path[4] ?? "/") + (url.includes("?") ? url.slice(url.indexOf("?")) : "");
     // `bare`: the path ends at the port, which only upgrades take (the route wants `/preview/{port}/...`).
-    const bare = path[4] === undefined;
-    return { ...place, projectId, rest, cookiePath: previewPath(projectId, place.sessionId, place.port), bare };
+    return { ...previewOf(path[1]!, path[2]!, path[3]!), rest, bare: path[4] === undefined };
+  }
+
+  // A page's requests share their preview prefix: it is decoded and validated once, not on every request.
+  const prefixes = new Map<string, { projectId: string; sessionId: string; port: number; cookiePath: string }>();
+  function previewOf(rawProject: string, rawSession: string, rawPort: string) {
+    const key = `${rawProject}/${rawSession}/${rawPort}`;
+    let known = prefixes.get(key);
+    if (!known) {
+      const place = parseInput(Place, { sessionId: decodePart(rawSession), port: rawPort }, "params");
+      const projectId = decodePart(rawProject);
+      known = { ...place, projectId, cookiePath: previewPath(projectId, place.sessionId, place.port) };
+      if (prefixes.size >= 1024) prefixes.clear();
+      prefixes.set(key, known);
+    }
+    return known;
   }
 
   async function web(req: IncomingMessage, res: ServerResponse, place: NonNullable<ReturnType<typeof placeOf>>) {
