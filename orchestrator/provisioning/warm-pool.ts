@@ -252,11 +252,10 @@ export function createWarmPool(deps: WarmPoolDeps) {
       const stale = ready.filter(
         (m) => (tip && m.baseSha !== tip) || (revision !== undefined && m.secretsRevision !== revision),
       );
-      await Promise.all(stale.map(discard));
       const live = ready.filter((m) => !stale.includes(m));
       const dead = (await Promise.all(live.map(async (m) => ((await stillReady(m)) ? [] : [m])))).flat();
-      // One reserved meanwhile is its claim's to judge.
-      await Promise.all(dead.filter((m) => m.state === "ready").map(discard));
+      // One reserved meanwhile is its claim's to judge: the claim checks base and secrets again.
+      await Promise.all([...stale, ...dead].filter((m) => m.state === "ready").map(discard));
       void fill(project);
     }
   }

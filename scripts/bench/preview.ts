@@ -3,12 +3,7 @@ import type { DaemonHealth } from "../../protocol/daemon.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
-import {
-  orchestratorFor,
-  removeInstallationNetworks,
-  removeProjectContainers,
-  requireDocker,
-} from "../harness/docker.ts";
+import { orchestratorFor, removeProjectContainers, requireDocker } from "../harness/docker.ts";
 import { authedUrl, workRepo } from "../harness/git-fixture.ts";
 import { freePort } from "../harness/ports.ts";
 import { load, waitUntilUp } from "./load.ts";
@@ -113,8 +108,7 @@ export async function benchPreviewAlone() {
     });
   } finally {
     await api.close();
-    await removeProjectContainers(docker, projectId);
-    await removeInstallationNetworks(docker, api.services.installationId);
+    await removeProjectContainers(docker, projectId, api.services.installationId);
     await db.drop();
   }
 }

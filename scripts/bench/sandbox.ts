@@ -2,12 +2,7 @@ import { execFileSync } from "node:child_process";
 import { createSseReader } from "../../protocol/sse.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
-import {
-  orchestratorFor,
-  removeInstallationNetworks,
-  removeProjectContainers,
-  requireDocker,
-} from "../harness/docker.ts";
+import { orchestratorFor, removeProjectContainers, requireDocker } from "../harness/docker.ts";
 import { authedUrl, workRepo } from "../harness/git-fixture.ts";
 import { freePort } from "../harness/ports.ts";
 import { startScriptedLlm } from "../harness/scripted-llm.ts";
@@ -148,9 +143,7 @@ async function benchStack(poolSize: number) {
     async close() {
       await api.close();
       // Its sandboxes and its installation's network: a bench run leaves no address pool taken.
-      const docker = await requireDocker();
-      await removeProjectContainers(docker, project.id);
-      await removeInstallationNetworks(docker, api.services.installationId);
+      await removeProjectContainers(await requireDocker(), project.id, api.services.installationId);
       await db.drop();
       llm.close();
     },

@@ -41,10 +41,17 @@ export function orchestratorFor(port: number, overrides: Partial<SandboxSettings
   };
 }
 
-/** Removes every container a test's project left, whatever state it is in, and then their installations' networks. */
-export async function removeProjectContainers(docker: Docker, projectId: string | undefined): Promise<void> {
+/**
+ * Removes every container a test's project left, whatever state it is in, and then their installations' networks;
+ * `installationId` names the stack's own installation, whose network goes even when no container of it was left.
+ */
+export async function removeProjectContainers(
+  docker: Docker,
+  projectId: string | undefined,
+  installationId?: string,
+): Promise<void> {
   if (!projectId) return;
-  const installations = new Set<string>();
+  const installations = new Set<string>(installationId ? [installationId] : []);
   for (const c of await docker.listContainers({ all: true, filters: { label: [`dev.svc.project=${projectId}`] } })) {
     const installation = c.Labels?.["dev.svc.installation"];
     if (installation) installations.add(installation);

@@ -4,7 +4,7 @@ import type { SandboxSettings } from "../../api/app.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
 import { type CliEnv, cliHome, freePort } from "./cli.ts";
 import { freshDatabase, type TestDatabase } from "./databases.ts";
-import { orchestratorFor, removeInstallationNetworks, removeProjectContainers, requireDocker } from "./docker.ts";
+import { orchestratorFor, removeProjectContainers, requireDocker } from "./docker.ts";
 import { authedUrl, workRepo } from "./git-fixture.ts";
 
 export type SandboxedProject = {
@@ -53,8 +53,7 @@ export async function startSandboxedProject(
     sessions: (suffix = "", method = "GET", body) =>
       call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body }),
     async close() {
-      await removeProjectContainers(docker, project.id);
-      await removeInstallationNetworks(docker, api.services.installationId);
+      await removeProjectContainers(docker, project.id, api.services.installationId);
       await api.close();
       await db.drop();
     },
