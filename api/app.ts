@@ -181,7 +181,17 @@ export function createServices(
           tokens.mint({ userId, projectId, sessionId, name: `session ${sessionId}` }),
         revoke: (tokenId) => tokens.revoke(tokenId),
       },
-      secrets,
+      // The remote's credential serves the API's git endpoint, which relays a sandbox's pushes: never the sandbox.
+      secrets: {
+        revision: secrets.revision,
+        values: async (projectId) => {
+          const { values, revision } = await secrets.values(projectId);
+          return {
+            revision,
+            values: Object.fromEntries(Object.entries(values).filter(([name]) => name !== PROJECT_REPO_TOKEN_SECRET)),
+          };
+        },
+      },
       repos: {
         gitDir: (project) => repos.open(project, 0),
         tips: (project) => repos.tips(project, 0),

@@ -1,5 +1,6 @@
 /** Commander argument parsers: a bad value is a usage error (exit 2) that names the flag or argument. */
 import { InvalidArgumentError } from "commander";
+import { CommitSha } from "../protocol/change-request.ts";
 
 export function parsePort(value: string): number {
   const port = Number(value);
@@ -12,4 +13,9 @@ export function parsePositiveInt(value: string): number {
   const n = Number(value);
   if (!/^\d+$/.test(value) || n < 1) throw new InvalidArgumentError("must be a positive integer");
   return n;
+}
+
+export function parseCommitSha(value: string): string {
+  if (!CommitSha.safeParse(value).success) throw new InvalidArgumentError("must be a full commit id (40 hex digits)");
+  return value;
 }

@@ -62,7 +62,15 @@ export const UpdateChangeRequestBody = z
   .refine((b) => b.title !== undefined || b.description !== undefined, "give title and/or description");
 export type UpdateChangeRequestBody = z.infer<typeof UpdateChangeRequestBody>;
 
-export const MergeChangeRequestBody = z.object({ message: SafeText.trim().min(1).max(10_000).optional() }).strict();
+export const CommitSha = z.string().regex(/^[0-9a-f]{40}(?:[0-9a-f]{24})?$/, "a full commit id (40 or 64 hex digits)");
+
+export const MergeChangeRequestBody = z
+  .object({
+    message: SafeText.trim().min(1).max(10_000).optional(),
+    /** The head the person reviewed: when the branch moved since, the merge is refused (409 HEAD_MOVED). */
+    head_sha: CommitSha.optional(),
+  })
+  .strict();
 export type MergeChangeRequestBody = z.infer<typeof MergeChangeRequestBody>;
 
 export const MergePreview = z.object({

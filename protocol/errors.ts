@@ -21,6 +21,8 @@ export const ErrorCode = z.enum([
   "CR_NOT_CLOSED",
   "MERGE_CONFLICT",
   "MERGE_REJECTED",
+  /** A merge that names the head its person reviewed (`head_sha`) found the branch elsewhere: nothing merged. */
+  "HEAD_MOVED",
   "SAME_REF",
   "BRANCH_NOT_FOUND",
   "REPO_UNAVAILABLE",

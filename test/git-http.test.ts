@@ -18,6 +18,7 @@ describe("managed repositories over git smart HTTP", () => {
   let projectB: { id: string; repo_url: string };
   let projectToken: string;
   let serviceKey: string;
+  let sessionId: string;
   let mainTip: string;
 
   const tip = async (projectId: string, branch: string) =>
@@ -51,7 +52,7 @@ describe("managed repositories over git smart HTTP", () => {
     expect(pushed.code, pushed.stderr).toBe(0);
 
     serviceKey = newSecret(SERVICE_KEY_PREFIX);
-    const sessionId = randomUUID();
+    sessionId = randomUUID();
     await db.sql.query(
       `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
        values ($1, $2, $3, $1, 'main', 'build', $4)`,
@@ -67,45 +68,43 @@ describe("managed repositories over git smart HTTP", () => {
     await db?.drop();
   });
 
-  it("serves clone and push with a user token; the owner may fast-forward main", async () => {
+  it("serves clone and push with a user token; main, once created, moves only by a CR merge", async () => {
     const { repo, ok } = await cloneWith(authedUrl(projectA.repo_url, alice.token));
     expect(ok).toBe(true);
     expect(await repo.sha("origin/main")).toBe(mainTip);
     await repo.checkout("main", { create: true, from: "origin/main" });
-    const next = await repo.commit("owner ships", { "ship.txt": "1\n" });
-    expect((await repo.push("main")).code).toBe(0);
-    expect(await tip(projectA.id, "main")).toBe(next);
-    mainTip = next;
-
-    await repo.git(["reset", "-q", "--hard", "HEAD~1"]);
-    await repo.commit("rewritten", { "other.txt": "x\n" });
-    const force = await repo.git(["push", "-q", "--force", "origin", "main"], { reject: false });
+    await repo.commit("owner ships", { "ship.txt": "1\n" });
+    const forward = await repo.push("main");
+    expect(forward.code).not.toBe(0);
+    expect(forward.stderr).toMatch(/main changes only by merging a change request.*svc cr open/);
+    const rewritten = (await repo.git(["commit-tree", "HEAD^{tree}", "-m", "history rewritten"])).stdout.trim();
+    const force = await repo.git(["push", "-q", "--force", "origin", `${rewritten}:refs/heads/main`], {
+      reject: false,
+    });
     expect(force.code).not.toBe(0);
-    expect(force.stderr).toMatch(/non-fast-forward/);
     const del = await repo.git(["push", "-q", "origin", ":main"], { reject: false });
     expect(del.code).not.toBe(0);
     expect(await tip(projectA.id, "main")).toBe(mainTip);
+
+    // The same commits land on a branch of the person's own, which git treats as usual (a rewrite included).
+    expect((await repo.push("main:refs/heads/alice/ship")).code).toBe(0);
+    await repo.git(["commit", "-q", "--amend", "-m", "owner ships, reworded"]);
+    expect((await repo.git(["push", "-q", "--force", "origin", "main:alice/ship"], { reject: false })).code).toBe(0);
+    expect(await tip(projectA.id, "alice/ship")).toBe(await repo.sha("HEAD"));
   });
 
-  it("lets a sandbox (project token) push its branch but never main, and never rewrite history", async () => {
+  it("lets a project token a person minted push branches, as that person, but never main", async () => {
     const { repo, ok } = await cloneWith(authedUrl(projectA.repo_url, projectToken));
     expect(ok).toBe(true);
-    await repo.checkout("session-1", { create: true, from: "origin/main" });
-    const first = await repo.commit("agent work", { "agent.txt": "1\n" });
-    expect((await repo.push("HEAD:refs/heads/session-1")).code).toBe(0);
-    expect(await tip(projectA.id, "session-1")).toBe(first);
+    await repo.checkout("script-1", { create: true, from: "origin/main" });
+    const first = await repo.commit("script work", { "script.txt": "1\n" });
+    expect((await repo.push("HEAD:refs/heads/script-1")).code).toBe(0);
+    expect(await tip(projectA.id, "script-1")).toBe(first);
 
     const toMain = await repo.push("HEAD:refs/heads/main");
     expect(toMain.code).not.toBe(0);
     expect(toMain.stderr).toMatch(/only by merging a change request/);
     expect(await tip(projectA.id, "main")).toBe(mainTip);
-
-    await repo.git(["commit", "-q", "--amend", "-m", "rewritten"]);
-    const force = await repo.git(["push", "-q", "--force", "origin", "HEAD:refs/heads/session-1"], { reject: false });
-    expect(force.code).not.toBe(0);
-    expect(await tip(projectA.id, "session-1")).toBe(first);
-    const del = await repo.git(["push", "-q", "origin", ":session-1"], { reject: false });
-    expect(del.code).not.toBe(0);
   });
 
   it("hands out short-lived clone credentials to users and to the sandbox service key", async () => {
@@ -122,7 +121,9 @@ describe("managed repositories over git smart HTTP", () => {
       expect(ok).toBe(true);
       await repo.checkout(`cred-${i}`, { create: true, from: "origin/main" });
       await repo.commit("via credential");
-      expect((await repo.push(`HEAD:refs/heads/cred-${i}`)).code).toBe(0);
+      // A credential the sandbox's service key got pushes that sandbox's session branch and nothing else.
+      const branch = token === serviceKey ? sessionId : `cred-${i}`;
+      expect((await repo.push(`HEAD:refs/heads/${branch}`)).code).toBe(0);
       expect((await repo.push("HEAD:refs/heads/main")).code).not.toBe(0);
       // The credential is for git only, and only for its project.
       expect((await call(api.url, "GET", `/v1/projects/${projectA.id}`, { token: res.body.password })).status).toBe(

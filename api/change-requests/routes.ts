@@ -53,7 +53,7 @@ export function changeRequestRoutes(deps: { changeRequests: ChangeRequestService
       const userId = personalUserId(req.principal!, "merge change requests; merging is the user's act");
       const { crId } = parseInput(CrParams, req.params, "params");
       const body = parseInput(MergeChangeRequestBody, req.body ?? {}, "body");
-      return crs.merge(req.project!, crId, userId, body.message);
+      return crs.merge(req.project!, crId, userId, { message: body.message, headSha: body.head_sha });
     });
 
     app.post(`${BASE}/:crId/close`, async (req) => {

@@ -7,6 +7,7 @@ import type {
 } from "../../protocol/change-request.ts";
 import type { Project } from "../../protocol/project.ts";
 import { apiError } from "../errors.ts";
+import { refuseDefaultBranchLookalike } from "../git/branch-names.ts";
 import { computeDiff } from "../git/diff.ts";
 import { commitMerge } from "../git/merge.ts";
 import { computePreview, mergeTree, type PreviewCache } from "../git/merge-preview.ts";
@@ -29,6 +30,9 @@ export type ChangeRequestDeps = {
 };
 
 const MERGE_ATTEMPTS = 3;
+
+/** `headSha`: the head the person reviewed; the merge lands exactly that commit or nothing. */
+export type MergeOptions = { message?: string; headSha?: string };
 
 export function createChangeRequestService(deps: ChangeRequestDeps) {
   const { store, repos, previews } = deps;
@@ -87,7 +91,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     throw apiError("BRANCH_NOT_FOUND", `branch '${cr.head_ref}' or '${cr.base_ref}' no longer exists`);
   }
 
-  async function mergeOnce(project: Project, cr: ChangeRequest, userId: string, message: string | undefined) {
+  async function mergeOnce(project: Project, cr: ChangeRequest, userId: string, options: MergeOptions) {
     const dir = await repos.open(project, 0);
     const tips = await readBranchTips(dir);
     const base = tips.get(cr.base_ref);
@@ -96,6 +100,14 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
       throw apiError("MERGE_REJECTED", "Merge failed", {
         reason: `branch '${!head ? cr.head_ref : cr.base_ref}' not found`,
       });
+    }
+    if (options.headSha && head !== options.headSha) {
+      throw apiError(
+        "HEAD_MOVED",
+        `the head of CR #${cr.number} moved to ${head.slice(0, 12)} since you saw ${options.headSha.slice(0, 12)}: ` +
+          `review it again (svc cr show ${cr.number}) before merging`,
+        { head_sha: head },
+      );
     }
     const preview = await computePreview(dir, base, head);
     if (preview.merge_base === null) {
@@ -112,7 +124,13 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     } else {
       const merged = await mergeTree(dir, base, head);
       if (!merged.clean) throw apiError("MERGE_CONFLICT", "Merge failed", { conflicts: merged.conflicts });
-      target = await commitMerge(dir, merged.tree, base, head, message ?? `Merge CR #${cr.number}: ${cr.title}`);
+      target = await commitMerge(
+        dir,
+        merged.tree,
+        base,
+        head,
+        options.message ?? `Merge CR #${cr.number}: ${cr.title}`,
+      );
     }
     if (target !== base && !(await repos.updateBranch(project, cr.base_ref, target, base))) return undefined;
     repos.invalidate(project);
@@ -141,6 +159,8 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
 
     async create(project: Project, body: CreateChangeRequestBody, userId: string): Promise<ChangeRequest> {
       const baseRef = body.base_ref ?? project.default_branch;
+      refuseDefaultBranchLookalike(project, body.head_ref, "head_ref");
+      refuseDefaultBranchLookalike(project, baseRef, "base_ref");
       if (body.head_ref === baseRef) {
         throw apiError("SAME_REF", `head_ref and base_ref are both '${baseRef}'`, { field: "head_ref" });
       }
@@ -194,14 +214,14 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         return reopened!;
       }),
 
-    merge: (project: Project, ref: string, userId: string, message?: string) =>
+    merge: (project: Project, ref: string, userId: string, options: MergeOptions = {}) =>
       withProjectLock(project.id, async () => {
         const cr = await load(project, ref);
         if (cr.status !== "open")
           throw apiError("CR_NOT_OPEN", `CR #${cr.number} is ${cr.status}; only an open CR can be merged`);
         for (let attempt = 0; attempt < MERGE_ATTEMPTS; attempt++) {
           try {
-            const merged = await mergeOnce(project, cr, userId, message);
+            const merged = await mergeOnce(project, cr, userId, options);
             if (merged) {
               deps.onMerged?.(project, merged);
               return merged;

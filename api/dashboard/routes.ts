@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
+import { CommitSha } from "../../protocol/change-request.ts";
 import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
@@ -45,7 +46,9 @@ const SignInQuery = z.object({
   signed_out: z.string().optional(),
 });
 const CrParams = z.object({ projectId: z.string(), crId: z.string().min(1).max(64) });
-const ActionForm = z.object({ _csrf: z.string(), message: SafeText.max(10_000).optional() }).strict();
+const ActionForm = z
+  .object({ _csrf: z.string(), message: SafeText.max(10_000).optional(), head_sha: CommitSha.optional() })
+  .strict();
 
 /** A 409 of a CR action as a person reads it on the page. */
 function refusal(err: ApiError): string {
@@ -146,7 +149,7 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
         try {
           const cr =
             action === "merge"
-              ? await deps.changeRequests.merge(project, crId, userId, message)
+              ? await deps.changeRequests.merge(project, crId, userId, { message, headSha: form.head_sha })
               : action === "close"
                 ? await deps.changeRequests.close(project, crId, userId)
                 : await deps.changeRequests.reopen(project, crId);

@@ -5,12 +5,13 @@ import type { Sql } from "../db/sql.ts";
 /** Minutes-long: the daemon's credential helper fetches a new one whenever git asks. */
 export const CLONE_CREDENTIAL_TTL_MS = 15 * 60_000;
 
-export type CloneGrant = { projectId: string; userId: string };
+/** `sandboxId`: the sandbox it was minted for, whose session branch is then the only one it may push. */
+export type CloneGrant = { projectId: string; userId: string; sandboxId?: string };
 
 export function createCloneCredentials(sql: Sql) {
   return {
-    /** `sandboxId`: the sandbox it is minted for; the credential then lives no longer than that sandbox. */
-    async mint(grant: CloneGrant & { sandboxId?: string }): Promise<{ secret: string; expiresAt: Date }> {
+    /** One minted for a sandbox lives no longer than that sandbox. */
+    async mint(grant: CloneGrant): Promise<{ secret: string; expiresAt: Date }> {
       const secret = newSecret(CLONE_CREDENTIAL_PREFIX);
       const expiresAt = new Date(Date.now() + CLONE_CREDENTIAL_TTL_MS);
       await sql.query(
@@ -27,14 +28,14 @@ export function createCloneCredentials(sql: Sql) {
      * works only while that sandbox is provisioning or active: stopping it ends its credentials at once.
      */
     async lookup(secret: string): Promise<CloneGrant | undefined> {
-      const [row] = await sql.query<{ project_id: string; user_id: string }>(
-        `select c.project_id, c.user_id from clone_credentials c
+      const [row] = await sql.query<{ project_id: string; user_id: string; sandbox_id: string | null }>(
+        `select c.project_id, c.user_id, c.sandbox_id from clone_credentials c
          where c.credential_hash = $1 and c.expires_at > now()
            and (c.sandbox_id is null or exists (select 1 from session_sandboxes b
                 where b.sandbox_id = c.sandbox_id and b.status in ('provisioning', 'active')))`,
         [hashSecret(secret)],
       );
-      return row && { projectId: row.project_id, userId: row.user_id };
+      return row && { projectId: row.project_id, userId: row.user_id, sandboxId: row.sandbox_id ?? undefined };
     },
   };
 }

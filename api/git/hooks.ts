@@ -3,58 +3,64 @@ import { join } from "node:path";
 import type { Sql } from "../db/sql.ts";
 
 /**
- * Server-side policy for pushes into managed repositories, run by receive-pack as `pre-receive`.
- * SVC_PUSH_ROLE is `user` for a person's token and `sandbox` for project tokens and clone credentials;
- * SVC_PUSH_BRANCH is the session branch of the sandbox pushing, when the credential belongs to one.
- * - The default branch changes only by CR merges: sandboxes cannot push it at all; people (`svc ship`) only
- *   fast-forward it and never delete it.
- * - Sandboxes push branches only (refs/heads/*): no tags, nothing under refs/svc/ or any other namespace.
- * - Sandboxes create branches and fast-forward them; they never rewrite one, and delete none but their own
- *   session branch, so no pushed commit of another branch is ever lost.
+ * Server-side policy for every push the API's git endpoint receives, run by receive-pack as `pre-receive`:
+ * - SVC_PROTECTED_BRANCH (the default branch) moves only by CR merges, which never push: a push may create it
+ *   (the first `svc ship`) and nothing else, whoever pushes. `HEAD` and case variants of it are no branch names.
+ * - SVC_PUSH_ROLE `sandbox` (a credential of a running sandbox) pushes only its session branch, SVC_PUSH_BRANCH,
+ *   and only forward: no other branch, no tag, no deletion, no rewrite, so no commit of anyone else is touched.
+ * - SVC_PUSH_ROLE `user` (a person's token or credential) pushes any other ref as plain git allows.
+ * - SVC_RELAY_URL set (an external repository, whose mirror receives the push): the accepted session branch is
+ *   pushed on to the real remote, never forced, before the mirror takes it; a refusal there refuses the push, so
+ *   the mirror never holds what the remote does not.
  */
 const PRE_RECEIVE = `#!/bin/sh
 zero=0000000000000000000000000000000000000000
+default_ref="refs/heads/$SVC_PROTECTED_BRANCH"
+lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
+default_lower=$(lower "$default_ref")
 status=0
+relay=""
 refuse() {
   echo "svc: $1" >&2
   status=1
 }
 while read -r old new ref; do
-  if [ "$SVC_PUSH_ROLE" = user ]; then
-    if [ "$ref" = "refs/heads/$SVC_PROTECTED_BRANCH" ]; then
-      if [ "$new" = "$zero" ]; then
-        refuse "the default branch cannot be deleted"
-      elif [ "$old" != "$zero" ] && ! git merge-base --is-ancestor "$old" "$new"; then
-        refuse "non-fast-forward push to $ref refused"
-      fi
+  if [ "$ref" = "$default_ref" ]; then
+    if [ "$old" != "$zero" ] || [ "$SVC_PUSH_ROLE" != user ]; then
+      refuse "$SVC_PROTECTED_BRANCH changes only by merging a change request: push your commits to another branch and open one (svc cr open --head <branch>; svc ship does both)"
     fi
     continue
   fi
-  case "$ref" in
-    "refs/heads/$SVC_PROTECTED_BRANCH")
-      refuse "$ref changes only by merging a change request (svc cr open, then svc cr merge)"
-      ;;
-    refs/heads/*)
-      if [ "$new" = "$zero" ]; then
-        if [ -z "$SVC_PUSH_BRANCH" ] || [ "$ref" != "refs/heads/$SVC_PUSH_BRANCH" ]; then
-          refuse "sandboxes cannot delete branches other than their session's own ($ref)"
-        fi
-      elif [ "$old" != "$zero" ] && ! git merge-base --is-ancestor "$old" "$new"; then
-        refuse "force-push to $ref refused: commits are never rewritten"
-      fi
-      ;;
-    refs/tags/*)
-      refuse "sandboxes cannot push tags ($ref): tag releases from the default branch after a merge"
-      ;;
-    *)
-      refuse "sandboxes push branches only (refs/heads/*); $ref refused"
-      ;;
-  esac
+  if [ "$ref" = refs/heads/HEAD ] || [ "$(lower "$ref")" = "$default_lower" ]; then
+    refuse "$ref is refused: HEAD and case variants of $SVC_PROTECTED_BRANCH are not branch names here"
+    continue
+  fi
+  [ "$SVC_PUSH_ROLE" = user ] && continue
+  if [ -z "$SVC_PUSH_BRANCH" ] || [ "$ref" != "refs/heads/$SVC_PUSH_BRANCH" ]; then
+    refuse "a sandbox pushes only its session branch ($SVC_PUSH_BRANCH): git push origin HEAD; $ref refused"
+  elif [ "$new" = "$zero" ]; then
+    refuse "the session branch $SVC_PUSH_BRANCH cannot be deleted"
+  elif [ "$old" != "$zero" ] && ! git merge-base --is-ancestor "$old" "$new"; then
+    refuse "force-push to $ref refused: commits are never rewritten; merge instead of rebasing"
+  else
+    relay="$relay $new:$ref"
+  fi
 done
-exit $status
+[ $status -ne 0 ] && exit $status
+if [ -n "$SVC_RELAY_URL" ] && [ -n "$relay" ]; then
+  # Pushed by URL, not by the mirror's remote: no tracking ref is written inside receive-pack's quarantine.
+  # Its messages reach the pusher: without the user:password@ a repository URL may carry.
+  out=$(git push --quiet --no-verify "$SVC_RELAY_URL" $relay 2>&1) && pushed=1 || pushed=0
+  [ -n "$out" ] && printf '%s\n' "$out" | sed -E 's#//[^/@[:space:]]+@#//#g' >&2
+  if [ $pushed -eq 0 ]; then
+    echo "svc: the project's repository refused the push" >&2
+    exit 1
+  fi
+fi
+exit 0
 `;
 
-/** Writes the hooks directory that every managed repository uses (via core.hooksPath); returns its path. */
+/** Writes the hooks directory that every repository the API serves uses (via core.hooksPath); returns its path. */
 export function installHooks(dataDir: string): string {
   const dir = join(dataDir, "git-hooks");
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -64,27 +70,12 @@ export function installHooks(dataDir: string): string {
   return dir;
 }
 
-/** A sandbox's push credential: a clone credential (by its hash) or a project token (by its id). */
-export type PushCredential = { cloneCredentialHash: string } | { tokenId: string };
-
-/**
- * The session branch of the sandbox a credential was issued to (SVC_PUSH_BRANCH: the one branch that sandbox may
- * delete), or "" when it belongs to no session (a user's clone credential, a project token made with `cli-token`).
- */
-export async function sessionBranchOf(sql: Sql, credential: PushCredential): Promise<string> {
-  const [row] =
-    "tokenId" in credential
-      ? await sql.query<{ branch: string }>(
-          `select s.branch from session_sandboxes b join project_sessions s on s.session_id = b.session_id
-            where b.token_id = $1`,
-          [credential.tokenId],
-        )
-      : await sql.query<{ branch: string }>(
-          `select s.branch from clone_credentials c
-             join session_sandboxes b on b.sandbox_id = c.sandbox_id
-             join project_sessions s on s.session_id = b.session_id
-            where c.credential_hash = $1`,
-          [credential.cloneCredentialHash],
-        );
+/** The session branch of a sandbox: the one branch its credentials may push (SVC_PUSH_BRANCH). */
+export async function sessionBranchOf(sql: Sql, sandboxId: string): Promise<string> {
+  const [row] = await sql.query<{ branch: string }>(
+    `select s.branch from session_sandboxes b join project_sessions s on s.session_id = b.session_id
+      where b.sandbox_id = $1`,
+    [sandboxId],
+  );
   return row?.branch ?? "";
 }

@@ -2,7 +2,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Project } from "../../protocol/project.ts";
 import { type BranchTips, createTipsCache } from "./refs.ts";
-import { git } from "./run.ts";
+import { configEnv, git } from "./run.ts";
 
 /**
  * Transports git may use against an external remote: never `ext::` (runs commands), `fd::` or other helpers, and
@@ -46,7 +46,7 @@ export function createRepositories(options: RepositoriesOptions) {
    * scoped by URL prefix: the project's own `GIT_ACCESS_TOKEN` secret for its repository, the self-host token
    * for its host. Neither is ever sent anywhere else.
    */
-  async function remoteEnv(p: RepoRef): Promise<Record<string, string>> {
+  async function remoteEnv(p: RepoRef, config: [string, string][] = []): Promise<Record<string, string>> {
     const headers: [string, string][] = [];
     const own = p.repo_url && /^https?:\/\//.test(p.repo_url) ? await options.projectAccessToken?.(p.id) : undefined;
     if (own) headers.push([p.repo_url!, own]);
@@ -56,22 +56,17 @@ export function createRepositories(options: RepositoriesOptions) {
       headers.push([accessUrl, await options.repoAccessToken()]);
     // GIT_ALLOW_PROTOCOL overrides any `protocol.*.allow`; `protocol.file.allow=never` says the same to a git
     // that would read config first.
-    const config: [string, string][] = [
-      ["protocol.file.allow", "never"],
-      ...headers.map(([url, token]): [string, string] => [
-        `http.${url}.extraHeader`,
-        `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString("base64")}`,
-      ]),
-    ];
-    const env: Record<string, string> = {
+    return {
       GIT_ALLOW_PROTOCOL: REMOTE_PROTOCOLS,
-      GIT_CONFIG_COUNT: String(config.length),
+      ...configEnv([
+        ...config,
+        ["protocol.file.allow", "never"],
+        ...headers.map(([url, token]): [string, string] => [
+          `http.${url}.extraHeader`,
+          `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString("base64")}`,
+        ]),
+      ]),
     };
-    config.forEach(([key, value], i) => {
-      env[`GIT_CONFIG_KEY_${i}`] = key;
-      env[`GIT_CONFIG_VALUE_${i}`] = value;
-    });
-    return env;
   }
   const mirrorMaxAge = options.mirrorMaxAgeMs ?? 2000;
   const fetchedAt = new Map<string, number>();
@@ -154,8 +149,16 @@ export function createRepositories(options: RepositoriesOptions) {
 
   return {
     managedDir,
+    /** The local git dir of a project: its managed repository or its external remote's mirror. */
+    dirOf,
     open,
     invalidate,
+    /**
+     * The environment for git to talk to the project's external remote with the project's credential, plus
+     * `config`: what the git endpoint's hook relays a sandbox's push with. The credential stays in this process's
+     * children; it never reaches a sandbox.
+     */
+    remoteEnv,
 
     async initManaged(projectId: string, defaultBranch: string): Promise<void> {
       const dir = managedDir(projectId);

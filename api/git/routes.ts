@@ -1,3 +1,4 @@
+import { basename, dirname } from "node:path";
 import type { Readable } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { hashSecret } from "../../protocol/credential.ts";
@@ -9,9 +10,10 @@ import { ApiError } from "../errors.ts";
 import { redactRepoUrl } from "../projects/routes.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
 import type { CloneCredentials } from "./clone-credentials.ts";
-import { type PushCredential, sessionBranchOf } from "./hooks.ts";
+import { sessionBranchOf } from "./hooks.ts";
 import { runHttpBackend } from "./http-backend.ts";
-import type { Repositories } from "./repositories.ts";
+import { type Repositories, RepoUnavailableError } from "./repositories.ts";
+import { configEnv } from "./run.ts";
 
 export type GitRouteDeps = AuthDeps & {
   accounts: AccountStore;
@@ -22,6 +24,7 @@ export type GitRouteDeps = AuthDeps & {
   hooksDir: string;
   /** Told after a push to a managed repository was received (a person may have moved the default branch). */
   onPushed?: (projectId: string) => void;
+  publicUrl: () => string;
 };
 
 /** Only the smart protocol's three endpoints: no dumb-HTTP file access into the repository. */
@@ -47,28 +50,50 @@ function deny(reply: FastifyReply, status: number, message: string) {
 }
 
 type GitAccess =
-  | { ok: true; userId: string; role: "user" | "sandbox"; credential?: PushCredential }
+  | { ok: true; userId: string; role: "user" | "sandbox"; sandboxId?: string }
   | { ok: false; status: number; message: string };
 
-/** Who is talking to git, and whether they may push the default branch (a person) or not (a sandbox). */
+/**
+ * Who is talking to git: a sandbox (a credential bound to a running sandbox, which pushes its session branch
+ * only) or a person (a user token, or a credential or project token a person minted outside any sandbox).
+ */
 async function gitAccess(deps: GitRouteDeps, secret: string, projectId: string): Promise<GitAccess> {
   if (secret.startsWith(CLONE_CREDENTIAL_PREFIX)) {
     const grant = await deps.cloneCredentials.lookup(secret);
     if (!grant) return { ok: false, status: 401, message: "clone credential expired or unknown" };
     if (grant.projectId !== projectId) return { ok: false, status: 403, message: "credential is for another project" };
-    return { ok: true, userId: grant.userId, role: "sandbox", credential: { cloneCredentialHash: hashSecret(secret) } };
+    return grant.sandboxId
+      ? { ok: true, userId: grant.userId, role: "sandbox", sandboxId: grant.sandboxId }
+      : { ok: true, userId: grant.userId, role: "user" };
   }
   try {
     const principal = await resolvePrincipal(deps, secret);
     await authorizeProject(deps, principal, projectId, false);
     if (principal.kind === "service") throw new Error("unreachable: service keys are refused above");
-    if (principal.kind === "user") return { ok: true, userId: principal.userId, role: "user" };
-    return { ok: true, userId: principal.userId, role: "sandbox", credential: { tokenId: principal.tokenId } };
+    if (principal.kind === "project" && principal.sandbox)
+      return { ok: true, userId: principal.userId, role: "sandbox", sandboxId: principal.sandbox.sandboxId };
+    return { ok: true, userId: principal.userId, role: "user" };
   } catch (err) {
     if (err instanceof ApiError) return { ok: false, status: err.status, message: err.message };
     throw err;
   }
 }
+
+/** What a push needs beyond git's own environment to reach an external remote from the hook (ssh, proxies, CAs). */
+const RELAY_PASS_ENV = [
+  "HOME",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "GIT_SSL_CAINFO",
+  "GIT_SSH_COMMAND",
+  "SSH_AUTH_SOCK",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+];
 
 export function gitRoutes(deps: GitRouteDeps) {
   return async (app: FastifyInstance) => {
@@ -91,17 +116,45 @@ export function gitRoutes(deps: GitRouteDeps) {
         const who = await gitAccess(deps, secret, projectId);
         if (!who.ok) return deny(reply, who.status, who.message);
         const project = await deps.projects.byId(projectId);
-        if (project?.repo_kind !== "managed") return deny(reply, 404, "no managed repository for this project");
-
-        // The one branch a sandbox may delete: looked up for pushes only.
+        if (!project) return deny(reply, 404, "no repository for this project");
+        const push = rest === "git-receive-pack" || (req.query as { service?: string }).service === "git-receive-pack";
+        const external = project.repo_kind === "external";
+        if (external && push && who.role !== "sandbox") {
+          return deny(
+            reply,
+            403,
+            `svc relays only sandboxes' session branches to ${redactRepoUrl(project.repo_url)}: push there yourself`,
+          );
+        }
+        if (external && rest !== "git-receive-pack") {
+          // The mirror answers fetches and the refs a push starts from: fresh from the remote, as every CR read is.
+          try {
+            await deps.repos.open(project);
+          } catch (err) {
+            if (err instanceof RepoUnavailableError)
+              return deny(reply, 502, "the project's repository cannot be reached");
+            throw err;
+          }
+        }
+        const hooks: [string, string][] = [["core.hooksPath", deps.hooksDir]];
+        const pushEnv =
+          external && rest === "git-receive-pack"
+            ? {
+                ...Object.fromEntries(RELAY_PASS_ENV.flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
+                ...(await deps.repos.remoteEnv(project, hooks)),
+                SVC_RELAY_URL: project.repo_url!,
+              }
+            : configEnv(hooks);
+        // The one branch a sandbox may push: looked up for pushes only.
         const pushBranch =
-          rest === "git-receive-pack" && who.credential ? await sessionBranchOf(deps.sql, who.credential) : "";
+          rest === "git-receive-pack" && who.sandboxId ? await sessionBranchOf(deps.sql, who.sandboxId) : "";
+        const dir = deps.repos.dirOf(project);
         reply.hijack();
         const query = req.url.includes("?") ? req.url.slice(req.url.indexOf("?") + 1) : "";
         const exitCode = await runHttpBackend(
           {
             method: req.method,
-            pathInfo: `/${projectId}.git/${rest}`,
+            pathInfo: `/${basename(dir)}/${rest}`,
             query,
             headers: req.headers,
             body: req.method === "POST" ? ((req.body as Readable | undefined) ?? req.raw) : undefined,
@@ -110,13 +163,11 @@ export function gitRoutes(deps: GitRouteDeps) {
           },
           reply.raw,
           {
-            GIT_PROJECT_ROOT: deps.reposDir,
+            ...pushEnv,
+            GIT_PROJECT_ROOT: dirname(dir),
             SVC_PUSH_ROLE: who.role,
             SVC_PROTECTED_BRANCH: project.default_branch,
             SVC_PUSH_BRANCH: pushBranch,
-            GIT_CONFIG_COUNT: "1",
-            GIT_CONFIG_KEY_0: "core.hooksPath",
-            GIT_CONFIG_VALUE_0: deps.hooksDir,
           },
         );
         if (rest === "git-receive-pack") {
@@ -146,7 +197,8 @@ export function gitRoutes(deps: GitRouteDeps) {
       return {
         username: GIT_USERNAME,
         password: secret,
-        repo_url: redactRepoUrl(project.repo_url) ?? "",
+        // Every project's sandboxes talk to the API's git endpoint, never to an external remote directly.
+        repo_url: `${deps.publicUrl()}/git/${project.id}.git`,
         expires_at: expiresAt.toISOString(),
       } satisfies CloneCredential;
     });

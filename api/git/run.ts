@@ -56,6 +56,16 @@ export class GitError extends Error {
   }
 }
 
+/** Git configuration passed through the environment (GIT_CONFIG_COUNT/KEY_n/VALUE_n): never argv, never a file. */
+export function configEnv(config: [string, string][]): Record<string, string> {
+  const env: Record<string, string> = { GIT_CONFIG_COUNT: String(config.length) };
+  config.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
+  return env;
+}
+
 // Never prompt, never read the host user's git config: every repository behaves the same for every caller.
 export const BASE_ENV = {
   GIT_TERMINAL_PROMPT: "0",

@@ -4,6 +4,7 @@ import type { ExecRequest, SandboxAccess } from "../../orchestrator/sandbox/acce
 import type { Project } from "../../protocol/project.ts";
 import type { CreateSessionBody } from "../../protocol/session.ts";
 import { apiError } from "../errors.ts";
+import { refuseDefaultBranchLookalike } from "../git/branch-names.ts";
 import type { Cipher } from "../secrets/cipher.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
 import type { SessionRecord, SessionStore } from "./store.ts";
@@ -85,6 +86,7 @@ export function createSessionService(deps: SessionServiceDeps) {
       options: { trigger?: string } = {},
     ): Promise<SessionRecord> {
       const baseRef = body.base_ref ?? project.default_branch;
+      refuseDefaultBranchLookalike(project, baseRef, "base_ref");
       const agentName = body.agent ?? settings.defaultAgent;
       const pooled = provisioner.reservePooled(project, { baseRef, agent: agentName, model: body.model ?? null });
       const created = await store

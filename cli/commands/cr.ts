@@ -9,6 +9,7 @@ import {
 import { CliEnv } from "../../protocol/env.ts";
 import { type Context, optionsOf } from "../context.ts";
 import { usageError } from "../errors.ts";
+import { parseCommitSha } from "../flag-parsers.ts";
 import { info, printJson, printLine } from "../output.ts";
 import { projectCommand } from "../project-command.ts";
 import { printTable, useColor } from "../table.ts";
@@ -158,13 +159,23 @@ export function crCommand(): Command {
     .description("merge an open change request")
     .argument("<cr>", "number (3 or #3) or id")
     .option("--message <text>", "merge commit message (default: Merge CR #<n>: <title>)")
+    .option(
+      "--match-head-commit <sha>",
+      "merge only if the head is still this commit (default: the head as this command reads it)",
+      parseCommitSha,
+    )
     .addOption(projectOption())
     .option("--json", "output JSON")
     .action(async (ref: string, _o, cmd: Command) => {
       const id = parseCrRef(ref);
-      const { opts, ctx, path } = projectCommand<{ message?: string }>(cmd, "change-requests");
+      const { opts, ctx, path } = projectCommand<{ message?: string; matchHeadCommit?: string }>(
+        cmd,
+        "change-requests",
+      );
+      // The head named is the one merged, or nothing: commits pushed after it was read never land unseen.
+      const headSha = opts.matchHeadCommit ?? (await get(ctx, path(`/${id}`))).head_commit_sha ?? undefined;
       const merged = await ctx.client.request("POST", path(`/${id}/merge`), ChangeRequest, {
-        body: opts.message ? { message: opts.message } : {},
+        body: { message: opts.message, head_sha: headSha },
       });
       if (opts.json) return printJson(merged);
       const how = merged.merge_commit_sha === merged.head_commit_sha ? "fast-forward" : "merge commit";

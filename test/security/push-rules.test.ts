@@ -51,17 +51,18 @@ describe("sandbox push rules (managed repositories)", () => {
     sessionId = randomUUID();
     expect((await owner.push(`main:refs/heads/${sessionId}`)).code).toBe(0);
     serviceKey = newSecret(SERVICE_KEY_PREFIX);
-    const token = await api.services.tokens.mint({
-      userId: alice.userId,
-      projectId: project.id,
-      name: `session ${sessionId}`,
-    });
-    sessionToken = token.token;
     await db.sql.query(
       `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
        values ($1, $2, $3, $1, 'main', 'build', $4)`,
       [sessionId, alice.accountId, project.id, alice.userId],
     );
+    const token = await api.services.tokens.mint({
+      userId: alice.userId,
+      projectId: project.id,
+      sessionId,
+      name: `session ${sessionId}`,
+    });
+    sessionToken = token.token;
     await db.sql.query(
       `insert into session_sandboxes (session_id, project_id, status, service_key_hash, token_id)
        values ($1, $2, 'active', $3, $4)`,
@@ -73,81 +74,106 @@ describe("sandbox push rules (managed repositories)", () => {
     await db?.drop();
   });
 
-  it("refuses tags and every ref outside refs/heads from a sandbox; a person still pushes tags", async () => {
+  it("lets a sandbox push only its session branch, forward: no other branch, tag, namespace, deletion or rewrite", async () => {
     const sandbox = await sandboxRepo();
-    await sandbox.commit("agent work", { "agent.txt": "1\n" });
-    await sandbox.git(["tag", "v1"]);
-    await sandbox.git(["tag", "-a", "v1-annotated", "-m", "release"]);
-    for (const [refspec, refused] of [
-      ["v1", "refs/tags/v1"],
-      ["v1-annotated", "refs/tags/v1-annotated"],
-      ["HEAD:refs/svc/x", "refs/svc/x"],
-      ["HEAD:refs/svc/merges/1", "refs/svc/merges/1"],
-      ["HEAD:refs/notes/commits", "refs/notes/commits"],
-      ["HEAD:refs/pull/1/head", "refs/pull/1/head"],
-    ] as const) {
-      const pushed = await sandbox.push(refspec);
-      expect(pushed.code, refspec).not.toBe(0);
-      expect(pushed.stderr, refspec).toMatch(/svc: sandboxes (cannot push tags|push branches only)/);
-      expect(await ref(refused), refspec).toBe("");
-    }
-    // One refused ref refuses the whole push: the branch beside it is not written either.
-    const mixed = await sandbox.push("HEAD:refs/heads/with-tag", "v1");
-    expect(mixed.code).not.toBe(0);
-    expect(await ref("refs/heads/with-tag")).toBe("");
-
-    await owner.git(["tag", "owner-v1"]);
-    expect((await owner.push("owner-v1")).code).toBe(0);
-    expect(await ref("refs/tags/owner-v1")).not.toBe("");
-  });
-
-  it("lets a sandbox create and fast-forward branches, and delete its own session branch but no other", async () => {
-    const sandbox = await sandboxRepo();
-    const first = await sandbox.commit("feature", { "feature.txt": "1\n" });
-    expect((await sandbox.push("HEAD:refs/heads/feature-1")).code).toBe(0);
-    const second = await sandbox.commit("more", { "feature.txt": "2\n" });
-    expect((await sandbox.push("HEAD:refs/heads/feature-1")).code).toBe(0);
-    expect(await ref("refs/heads/feature-1")).toBe(second);
+    const first = await sandbox.commit("agent work", { "agent.txt": "1\n" });
+    expect((await sandbox.push(`HEAD:refs/heads/${sessionId}`)).code).toBe(0);
+    const second = await sandbox.commit("more", { "agent.txt": "2\n" });
     expect((await sandbox.push(`HEAD:refs/heads/${sessionId}`)).code).toBe(0);
     expect(await ref(`refs/heads/${sessionId}`)).toBe(second);
 
-    // Never the default branch, never a rewrite.
-    const toMain = await sandbox.push("HEAD:refs/heads/main");
-    expect(toMain.code).not.toBe(0);
-    expect(toMain.stderr).toMatch(/only by merging a change request/);
-    const force = await sandbox.push(`+${first}:refs/heads/feature-1`);
-    expect(force.code).not.toBe(0);
-    expect(force.stderr).toMatch(/force-push to refs\/heads\/feature-1 refused/);
-    expect(await ref("refs/heads/feature-1")).toBe(second);
-
-    // Deleting: another branch (the owner's or one the sandbox made) no; the default branch no; its own yes.
-    for (const branch of ["other", "feature-1", "main"]) {
-      const del = await sandbox.push(`:refs/heads/${branch}`);
-      expect(del.code, branch).not.toBe(0);
-      expect(await ref(`refs/heads/${branch}`), branch).not.toBe("");
+    await sandbox.git(["tag", "v1"]);
+    await sandbox.git(["tag", "-a", "v1-annotated", "-m", "release"]);
+    for (const [refspec, target] of [
+      ["HEAD:refs/heads/feature-1", "refs/heads/feature-1"],
+      ["HEAD:refs/heads/other", "refs/heads/other"],
+      ["HEAD:refs/heads/main", "refs/heads/main"],
+      ["v1", "refs/tags/v1"],
+      ["v1-annotated", "refs/tags/v1-annotated"],
+      ["HEAD:refs/svc/x", "refs/svc/x"],
+      ["HEAD:refs/notes/commits", "refs/notes/commits"],
+      ["HEAD:refs/pull/1/head", "refs/pull/1/head"],
+      [`+${first}:refs/heads/${sessionId}`, `refs/heads/${sessionId}`],
+      [":refs/heads/other", "refs/heads/other"],
+      [":refs/heads/main", "refs/heads/main"],
+      [`:refs/heads/${sessionId}`, `refs/heads/${sessionId}`],
+    ] as const) {
+      const before = await ref(target);
+      const pushed = await sandbox.push(refspec);
+      expect(pushed.code, refspec).not.toBe(0);
+      expect(pushed.stderr, refspec).toMatch(
+        /svc: (a sandbox pushes only its session branch|main changes only by merging|force-push|the session branch .* cannot be deleted)/,
+      );
+      expect(await ref(target), refspec).toBe(before);
     }
-    const own = await sandbox.push(`:refs/heads/${sessionId}`);
-    expect(own.code, own.stderr).toBe(0);
-    expect(await ref(`refs/heads/${sessionId}`)).toBe("");
-    expect((await owner.push(`main:refs/heads/${sessionId}`)).code).toBe(0);
+    const elsewhere = await sandbox.push("HEAD:refs/heads/feature-1");
+    expect(elsewhere.stderr).toContain(`a sandbox pushes only its session branch (${sessionId}): git push origin HEAD`);
+    // One refused ref refuses the whole push: the session branch beside it is not written either.
+    await sandbox.commit("third", { "agent.txt": "3\n" });
+    expect((await sandbox.push(`HEAD:refs/heads/${sessionId}`, "HEAD:refs/heads/with-it")).code).not.toBe(0);
+    expect(await ref(`refs/heads/${sessionId}`)).toBe(second);
   });
 
-  it("treats the session's project token as that sandbox: its own branch only, no tags", async () => {
+  it("treats the session's project token as that sandbox, and a credential of a person as that person", async () => {
     const sandbox = await cloned(authedUrl(project.repo_url, sessionToken));
-    await sandbox.commit("via token", { "token.txt": "1\n" });
-    await sandbox.git(["tag", "t1"]);
-    expect((await sandbox.push("t1")).code).not.toBe(0);
-    expect(await ref("refs/tags/t1")).toBe("");
+    const mine = await sandbox.commit("via token", { "token.txt": "1\n" });
+    expect((await sandbox.push(`HEAD:refs/heads/${sessionId}`)).code).toBe(0);
+    expect(await ref(`refs/heads/${sessionId}`)).toBe(mine);
+    expect((await sandbox.push("HEAD:refs/heads/token-branch")).code).not.toBe(0);
     expect((await sandbox.push(":refs/heads/other")).code).not.toBe(0);
-    const own = await sandbox.push(`:refs/heads/${sessionId}`);
-    expect(own.code, own.stderr).toBe(0);
-    expect(await ref(`refs/heads/${sessionId}`)).toBe("");
-    expect((await owner.push(`main:refs/heads/${sessionId}`)).code).toBe(0);
+    expect(await ref("refs/heads/token-branch")).toBe("");
+    expect(await ref("refs/heads/other")).not.toBe("");
 
-    // A credential of a user (no session behind it) deletes nothing.
+    // A person's credential (no sandbox behind it): their own branches and tags, as git allows; main never.
     const cred = await call(api.url, "GET", `/v1/projects/${project.id}/git/clone-credential`, { token: alice.token });
-    const userCred = await cloned(authedUrl(project.repo_url, cred.body.password, cred.body.username));
-    expect((await userCred.push(`:refs/heads/${sessionId}`)).code).not.toBe(0);
-    expect(await ref(`refs/heads/${sessionId}`)).not.toBe("");
+    const person = await cloned(authedUrl(project.repo_url, cred.body.password, cred.body.username));
+    const theirs = await person.commit("by hand", { "hand.txt": "1\n" });
+    await person.git(["tag", "hand-v1"]);
+    expect((await person.push("HEAD:refs/heads/alice/topic", "hand-v1")).code).toBe(0);
+    expect(await ref("refs/heads/alice/topic")).toBe(theirs);
+    expect(await ref("refs/tags/hand-v1")).not.toBe("");
+    expect((await person.push(":refs/heads/alice/topic")).code).toBe(0);
+    const toMain = await person.push("HEAD:refs/heads/main");
+    expect(toMain.code).not.toBe(0);
+    expect(toMain.stderr).toMatch(/svc cr open/);
+  });
+
+  it("refuses HEAD and case variants of the default branch as branch names, for everyone", async () => {
+    const mainTip = await ref("refs/heads/main");
+    for (const name of ["Main", "MAIN", "mAin"]) {
+      const pushed = await owner.push(`main:refs/heads/${name}`);
+      expect(pushed.code, name).not.toBe(0);
+      expect(pushed.stderr, name).toMatch(/case variants of main are not branch names/);
+      expect(await ref(`refs/heads/${name}`), name).toBe("");
+    }
+    const head = await owner.push("main:refs/heads/HEAD");
+    expect(head.code).not.toBe(0);
+    expect(await ref("refs/heads/HEAD")).toBe("");
+    expect(await ref("refs/heads/main")).toBe(mainTip);
+  });
+
+  it("lets the first push create the default branch, and only a person's", async () => {
+    const fresh = (await call(api.url, "POST", "/v1/projects", { token: alice.token, body: { name: "Fresh" } })).body;
+    const sid = randomUUID();
+    await db.sql.query(
+      `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
+       values ($1, $2, $3, $1, 'main', 'build', $4)`,
+      [sid, alice.accountId, fresh.id, alice.userId],
+    );
+    const token = await api.services.tokens.mint({ userId: alice.userId, projectId: fresh.id, sessionId: sid });
+    await db.sql.query(
+      `insert into session_sandboxes (session_id, project_id, status, service_key_hash, token_id)
+       values ($1, $2, 'active', $3, $4)`,
+      [sid, fresh.id, hashSecret(newSecret(SERVICE_KEY_PREFIX)), token.id],
+    );
+    const agent = await workRepo(authedUrl(fresh.repo_url, token.token));
+    await agent.commit("agent's main");
+    expect((await agent.push("main")).code).not.toBe(0);
+
+    const person = await workRepo(authedUrl(fresh.repo_url, alice.token));
+    const first = await person.commit("first ship");
+    expect((await person.push("main")).code).toBe(0);
+    const dir = api.services.repos.managedDir(fresh.id);
+    expect((await git(["rev-parse", "refs/heads/main"], { dir })).stdout.trim()).toBe(first);
   });
 });

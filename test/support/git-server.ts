@@ -32,12 +32,18 @@ export function serveGitRequest(req: IncomingMessage, res: ServerResponse, root:
 }
 
 /**
- * The bare repositories under `root` on real git smart HTTP (`git http-backend`), fetch and push, no
- * authentication: a stand-in for an external git host. Listens on loopback unless told otherwise (a server
- * that sandboxes must reach listens on 0.0.0.0; they see the host as host.docker.internal).
+ * The bare repositories under `root` on real git smart HTTP (`git http-backend`), fetch and push: a stand-in for
+ * an external git host. With `token`, a private one: every request needs Basic auth with it as the password, as
+ * GitHub takes a token. Listens on loopback unless told otherwise.
  */
-export async function serveGitRepos(root: string, options: { host?: string } = {}): Promise<GitServer> {
-  const server = createServer((req, res) => serveGitRequest(req, res, root, "external"));
+export async function serveGitRepos(root: string, options: { host?: string; token?: string } = {}): Promise<GitServer> {
+  const server = createServer((req, res) => {
+    if (options.token && !basicPassword(req.headers.authorization)?.endsWith(`:${options.token}`)) {
+      res.writeHead(401, { "www-authenticate": 'Basic realm="private"' }).end("authentication required\n");
+      return;
+    }
+    serveGitRequest(req, res, root, "external");
+  });
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
@@ -51,13 +57,17 @@ export async function serveGitRepos(root: string, options: { host?: string } = {
   };
 }
 
+const basicPassword = (header: string | undefined) =>
+  header?.startsWith("Basic ") ? Buffer.from(header.slice(6), "base64").toString("utf8") : undefined;
+
 /**
  * An external git host with one empty bare repository on it: `origin` is its directory (tests read its refs),
- * `url` its address on the host (what a project registers), `dev` a developer's clone of it.
+ * `url` its address on the host (what a project registers), `dev` a developer's clone of it (on disk, so it
+ * needs no token even when the host does).
  */
-export async function hostedRepository(name: string, options: { defaultBranch: string }) {
+export async function hostedRepository(name: string, options: { defaultBranch: string; token?: string }) {
   const hosted = mkdtempSync(join(tmpdir(), "svc-origin-"));
-  const server = await serveGitRepos(hosted);
+  const server = await serveGitRepos(hosted, { token: options.token });
   const origin = join(hosted, name);
   await git(["init", "--bare", "-q", `--initial-branch=${options.defaultBranch}`, origin]);
   const dev = await workRepo(origin, options);

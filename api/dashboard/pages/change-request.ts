@@ -80,8 +80,11 @@ function actions(view: ChangeRequestView, csrf: string): Html {
   if (status === "merged") return html``;
   if (status === "closed")
     return html`<div class="actions"><form method="post" action="${base}/reopen">${csrfField(csrf)}<button type="submit">Reopen</button></form></div>`;
+  // Merge lands the head whose changes this page shows, or nothing (409 HEAD_MOVED, the page shown again).
+  const shown = view.diff.ok ? view.diff.value.head_sha : view.cr.head_commit_sha;
   return html`<div class="actions">
 <form method="post" action="${base}/merge">${csrfField(csrf)}
+${shown && html`<input type="hidden" name="head_sha" value="${shown}">`}
 <label for="merge-message">Merge message (optional)</label>
 <textarea id="merge-message" name="message" rows="2" placeholder="Merge CR #${view.cr.number}: ${view.cr.title}"></textarea>
 <button type="submit" class="primary">Merge</button>
