@@ -293,7 +293,20 @@ describe.each(DATABASE_KINDS)("change requests on a managed repository (%s)", (k
       [{ title: "bad ref", head_ref: "a..b" }, 400, "head_ref"],
       [{ title: "missing", head_ref: "no-such-branch" }, 400, "head_ref"],
       [{ title: "x", head_ref: head, extra: 1 }, 400, "extra"],
+      [{ title: "head", head_ref: "HEAD" }, 400, "head_ref"],
     ];
+    // A branch that looks like the default one is refused even where it exists (written past the git endpoint,
+    // which refuses such names on push).
+    await git(["update-ref", "refs/heads/Main", await tip(head)], { dir: bareDir });
+    for (const body of [
+      { title: "lookalike head", head_ref: "Main" },
+      { title: "lookalike base", head_ref: head, base_ref: "Main" },
+    ]) {
+      const res = await req("POST", "", body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error).toMatch(/'Main' differs from the default branch 'main' only in case/);
+      expect(res.body.field).toBe(body.base_ref ? "base_ref" : "head_ref");
+    }
     const before = (await req("GET", "?status=all")).body.change_requests.length;
     for (const [body, status, field] of cases) {
       const res = await req("POST", "", body);
@@ -306,6 +319,28 @@ describe.each(DATABASE_KINDS)("change requests on a managed repository (%s)", (k
     expect(dropped.status).toBe(201);
     expect(dropped.body.origin_session_id).toBeNull();
     expect(dropped.body.created_by).toBe(user.userId);
+  });
+
+  it("merges exactly the head the person saw: a head moved since is 409 HEAD_MOVED and nothing merges", async () => {
+    const head = await branch({ "reviewed.txt": "seen\n" });
+    const cr = (await open(head)).body;
+    const seen = cr.head_commit_sha;
+    await work.commit("pushed after the review", { "unseen.txt": "unseen\n" });
+    expect((await work.push(head)).code).toBe(0);
+    const mainBefore = await tip("main");
+
+    expect((await req("POST", `/${cr.cr_id}/merge`, { head_sha: "abc123" })).status).toBe(400);
+    const refused = await req("POST", `/${cr.cr_id}/merge`, { head_sha: seen });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ code: "HEAD_MOVED", head_sha: await tip(head) });
+    expect(refused.body.error).toContain(`moved to ${(await tip(head)).slice(0, 12)}`);
+    expect(await tip("main")).toBe(mainBefore);
+    expect((await req("GET", `/${cr.cr_id}`)).body.change_request.status).toBe("open");
+
+    const merged = await req("POST", `/${cr.cr_id}/merge`, { head_sha: await tip(head) });
+    expect(merged.status).toBe(200);
+    expect(merged.body).toMatchObject({ status: "merged", head_commit_sha: await tip(head) });
+    expect(await tip("main")).toBe(await tip(head));
   });
 
   it("edits title and description with PATCH and looks CRs up by number, #number or id", async () => {

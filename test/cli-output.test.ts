@@ -54,7 +54,18 @@ describe("the CLI's results and errors (real binary, real API)", () => {
     const ship = await json(["ship"]);
     const head = (await execa("git", ["rev-parse", "HEAD"], { cwd: repo })).stdout;
     expect(ship).toMatchObject({ branch: "main", commit: head, created: true, remote: "svc" });
-    expect((await json(["ship"])).created).toBe(false);
+    expect(await json(["ship"])).toMatchObject({ branch: "main", commit: head, created: false, change_request: null });
+    await execa("bash", ["-c", "git commit -q --allow-empty -m later"], { cwd: repo, env: GIT_ENV });
+    const later = await json(["ship"]);
+    const laterHead = (await execa("git", ["rev-parse", "HEAD"], { cwd: repo })).stdout;
+    expect(later).toMatchObject({
+      project_id: ship.project_id,
+      branch: `ship/${laterHead.slice(0, 12)}`,
+      commit: laterHead,
+      created: false,
+      remote: "svc",
+      change_request: { number: 1, title: "later", status: "open", base_ref: "main" },
+    });
     const elsewhere = mkdtempSync(join(tmpdir(), "svc-out-link-"));
     const link = await json(["projects", "link", ship.project_id], { cwd: elsewhere });
     expect(link).toMatchObject({ project_id: ship.project_id, host: "mine", host_url: api.url });

@@ -88,11 +88,6 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     expect((await git(["rev-parse", "main"], { dir: bare })).stdout.trim()).toBe(local);
     expect(readFileSync(join(repoDir, ".git/config"), "utf8")).not.toContain("svc_pat_");
 
-    await sh(repoDir, "echo more >> README.md && git commit -qam more");
-    expect((await run(["deploy"])).code).toBe(0);
-    expect((await git(["rev-parse", "main"], { dir: bare })).stdout.trim()).toBe(
-      (await sh(repoDir, "git rev-parse HEAD")).stdout.trim(),
-    );
     const projects = JSON.parse((await run(["projects", "ls", "--json"])).stdout);
     expect(projects.filter((p: { id: string }) => p.id === projectId)).toHaveLength(1);
   });
@@ -143,16 +138,18 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     await sh(repoDir, "git checkout -qb side && echo side > README.md && git commit -qam side");
     expect((await run(["ship"])).code).toBe(0);
     await sh(repoDir, "git checkout -q main && echo main > README.md && git commit -qam main-change");
-    expect((await run(["ship"])).code).toBe(0);
+    const shipped = await run(["ship"]);
+    expect(shipped.stdout.trim(), shipped.stderr).toBe("#2");
+    expect((await run(["cr", "merge", "2"])).code).toBe(0);
     await run(["cr", "open", "--title", "Conflicting", "--head", "side"]);
-    const show = await run(["cr", "show", "2"]);
+    const show = await run(["cr", "show", "3"]);
     expect(show.stdout).toContain("conflicts:\n  README.md");
-    const merge = await run(["cr", "merge", "2", "--message", "try"]);
+    const merge = await run(["cr", "merge", "3", "--message", "try"]);
     expect(merge.code).toBe(1);
     expect(merge.stderr).toContain("Merge failed");
-    expect((await run(["cr", "close", "2"])).code).toBe(0);
-    expect((await run(["cr", "reopen", "#2"])).code).toBe(0);
-    expect((await run(["cr", "reopen", "#2"])).code).toBe(1);
+    expect((await run(["cr", "close", "3"])).code).toBe(0);
+    expect((await run(["cr", "reopen", "#3"])).code).toBe(0);
+    expect((await run(["cr", "reopen", "#3"])).code).toBe(1);
   });
 
   it("resolves the project: --project, then SVC_PROJECT_ID, then link.json in an ancestor", async () => {
@@ -234,7 +231,7 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     expect(noHead.code).toBe(2);
   });
 
-  it("brings merged work back: plain `git pull svc main` authenticates through svc, then ship fast-forwards", async () => {
+  it("brings merged work back: plain `git pull svc main` authenticates through svc, then ship opens a CR", async () => {
     const gitEnv = { ...GIT_ENV, SVC_CONFIG_FILE: env.SVC_CONFIG_FILE! };
     await sh(repoDir, "git checkout -q main && git checkout -qb pulled && echo pulled > pulled.txt && git add -A");
     await sh(repoDir, "git commit -qm pulled");
@@ -259,6 +256,7 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     await sh(repoDir, "echo more > more.txt && git add -A && git commit -qm more");
     const ship = await run(["ship"]);
     expect(ship.code, ship.stderr).toBe(0);
+    expect(ship.stdout.trim()).toMatch(/^#\d+$/);
 
     // Logged out, the helper answers nothing: git fails as unauthenticated instead of using a stale token.
     const out = { ...env, SVC_CONFIG_FILE: join(mkdtempSync(join(tmpdir(), "svc-nologin-")), "config.json") };
@@ -268,6 +266,79 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
       reject: false,
     });
     expect(denied.exitCode).not.toBe(0);
+  });
+
+  it("a later ship on main opens one CR per commit on a ship/ branch; --merge lands it; git push to main is refused", async () => {
+    const bare = api.services.repos.managedDir(projectId);
+    const tipOf = async (ref: string) => (await git(["rev-parse", ref], { dir: bare })).stdout.trim();
+    // main here is the server's main and the commit `more`, whose CR is still open.
+    await sh(repoDir, "git checkout -q main && echo one > shipped.txt && git add -A && git commit -qm 'Add shipped'");
+    await sh(repoDir, "echo two >> shipped.txt && git commit -qam 'Extend shipped'");
+    const head = (await sh(repoDir, "git rev-parse HEAD")).stdout.trim();
+    const branch = `ship/${head.slice(0, 12)}`;
+    const before = await tipOf("main");
+
+    const ship = await run(["ship"]);
+    expect(ship.code, ship.stderr).toBe(0);
+    const number = ship.stdout.trim();
+    expect(number).toMatch(/^#\d+$/);
+    expect(ship.stderr).toContain(`opened CR ${number}: Extend shipped (and 2 more commits) (${branch} -> main)`);
+    expect(await tipOf("main")).toBe(before);
+    expect(await tipOf(branch)).toBe(head);
+
+    // The same commit shipped again finds its CR instead of opening a second one.
+    const again = await run(["deploy", "--json"]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      project_id: projectId,
+      branch,
+      commit: head,
+      created: false,
+      remote: "svc",
+      change_request: { number: Number(number.slice(1)), status: "open", head_ref: branch, base_ref: "main" },
+    });
+    const all = JSON.parse((await run(["cr", "ls", "--status", "all", "--json"])).stdout);
+    const mine = all.filter((c: { head_ref: string }) => c.head_ref === branch);
+    expect(mine).toHaveLength(1);
+    expect(mine[0].description).toBe("- more\n- Add shipped\n- Extend shipped");
+
+    const merged = await run(["ship", "--merge"]);
+    expect(merged.code, merged.stderr).toBe(0);
+    expect(merged.stdout.trim()).toBe(number);
+    expect(merged.stderr).toContain(`merged CR ${number} into main (fast-forward)`);
+    expect(await tipOf("main")).toBe(head);
+    expect(JSON.parse((await run(["cr", "show", number, "--json"])).stdout).change_request.status).toBe("merged");
+
+    const nothing = await run(["ship"]);
+    expect(nothing.code, nothing.stderr).toBe(0);
+    expect(nothing.stdout).toBe("");
+    expect(nothing.stderr).toContain("nothing to ship");
+
+    // Plain git cannot move main either: the server names the way that can.
+    await sh(repoDir, "echo mine > shipped.txt && git commit -qam mine");
+    const gitEnv = { ...GIT_ENV, SVC_CONFIG_FILE: env.SVC_CONFIG_FILE! };
+    const push = await execa("git", ["push", "svc", "main"], { cwd: repoDir, env: gitEnv, reject: false });
+    expect(push.exitCode).not.toBe(0);
+    expect(push.stderr).toContain("svc cr open");
+    expect(await tipOf("main")).toBe(head);
+
+    // Someone else's change to the same lines lands first: --merge leaves the CR open and says which.
+    await sh(repoDir, `git checkout -q -b theirs ${head} && echo theirs > shipped.txt && git commit -qam theirs`);
+    expect((await run(["ship"])).code).toBe(0);
+    const theirs = await run(["cr", "open", "--title", "Theirs", "--head", "theirs"]);
+    expect((await run(["cr", "merge", theirs.stdout.trim()])).code).toBe(0);
+    await sh(repoDir, "git checkout -q main");
+    const conflict = await run(["ship", "--merge"]);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stdout).toBe("");
+    const open = /opened CR (#\d+)/.exec(conflict.stderr)?.[1];
+    expect(conflict.stderr).toMatch(new RegExp(`CR ${open} stays open, not merged: Merge failed.*MERGE_CONFLICT`));
+    expect(JSON.parse((await run(["cr", "show", open!, "--json"])).stdout).change_request.status).toBe("open");
+    const retry = await run(["ship", "--merge"]);
+    expect(retry.code).toBe(1);
+    expect(retry.stderr).toContain(`CR ${open} is already open`);
+    await sh(repoDir, "git checkout -q theirs");
+    expect((await run(["ship", "--merge"])).code).toBe(2);
   });
 
   it("creates projects for external repositories and prints the id", async () => {
