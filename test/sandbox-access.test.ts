@@ -5,6 +5,7 @@ import { call, seedUser } from "./support/api-server.ts";
 import { BIN, type CliEnv, cliHome, svc } from "./support/cli.ts";
 import { containerEnv } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
 const SECRET = "hunter2-sandbox-secret-value";
@@ -204,25 +205,17 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect((await run(["sessions", "exec", id, "--", "ls", "/workspace"])).stdout).not.toContain("pwned");
   });
 
-  it("a broken .svc/Dockerfile on main fails `sessions new` naming the step, with the --base hint and no escapes", async () => {
+  it("a broken .svc/Dockerfile on main fails `sessions new` naming the step, with the CR hint and no escapes", async () => {
     const { project, user } = sandboxed;
     const repo = await workRepo(authedUrl(project.repo_url, user.token));
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.git(["reset", "-q", "--hard", "origin/main"]);
-    // A good .svc/Dockerfile with a slow step, on a branch to start from...
-    await repo.checkout("slow", { create: true });
-    await repo.commit("slow image", {
-      // A step of its own every run, so neither the image nor the layer cache skips it.
-      ".svc/Dockerfile": `ARG SVC_BASE_IMAGE\nFROM $SVC_BASE_IMAGE\nRUN true\nRUN sleep 2 && echo ${randomUUID()}\n`,
-    });
-    expect((await repo.push("slow")).code).toBe(0);
-    // ...and a broken one merged to main, whose failing command prints in colour.
-    await repo.checkout("main");
+    // A broken one merged to main, whose failing command prints in colour.
     await repo.commit("broken image", {
       ".svc/Dockerfile":
         "ARG SVC_BASE_IMAGE\nFROM $SVC_BASE_IMAGE\nRUN true\nRUN printf '\\033[31mno makefile here\\033[0m\\n'; exit 2\nRUN true\n",
     });
-    expect((await repo.push("main")).code).toBe(0);
+    await landOnDefault(sandboxed.api.url, user.token, project.id, repo, "broken image");
 
     const broken = await run(["sessions", "new"]);
     expect(broken.code).toBe(1);
@@ -231,7 +224,7 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect(broken.stderr).toContain(`error: session ${failedId} failed: the project's .svc/Dockerfile (main at `);
     expect(broken.stderr).toMatch(/\) failed at Step 4\/5 : RUN printf .*exit 2\nno makefile here\n/);
     expect(broken.stderr).toContain(
-      "Fix .svc/Dockerfile on main, or start from an older commit where it builds: svc sessions new --base <ref>",
+      "Fix .svc/Dockerfile on main through a change request (svc cr open), then start a new session",
     );
     const stored = (await sandboxed.sessions(`/${failedId}`)).body;
     expect(stored).toMatchObject({ status: "failed", progress: null });
@@ -243,8 +236,13 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     );
     expect(sandboxRow!.error).not.toContain(ESC);
 
-    // On a terminal the spinner shows the steps; the hint's way out works.
-    const slow = underPty(["sessions", "new", "--base", "slow"], env);
+    // The hint's way out: a fixed .svc/Dockerfile (with a slow step) merged; on a terminal the spinner shows the steps.
+    await repo.commit("fixed image", {
+      // A step of its own every run, so neither the image nor the layer cache skips it.
+      ".svc/Dockerfile": `ARG SVC_BASE_IMAGE\nFROM $SVC_BASE_IMAGE\nRUN true\nRUN sleep 2 && echo ${randomUUID()}\n`,
+    });
+    await landOnDefault(sandboxed.api.url, user.token, project.id, repo, "fixed image");
+    const slow = underPty(["sessions", "new"], env);
     const done = await slow;
     expect(done.exitCode, done.stdout).toBe(0);
     expect(done.stdout).toContain("building image: step 4/4 RUN sleep 2");

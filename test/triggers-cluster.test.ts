@@ -13,6 +13,7 @@ import {
   requireDocker,
 } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { landOnDefault } from "./support/land.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A 6-field UTC expression matching exactly one second of the day: `at`. */
@@ -150,7 +151,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       });
   }, 120_000);
 
-  it("a CR merged or a push received by the standby process reaches the leader's jobs within a lead check", async () => {
+  it("a CR merged by the standby process reaches the leader's jobs within a lead check; a push to main is refused there", async () => {
     const clusters = {
       a: await joinCluster(db.sql, { instanceId: a.services.instanceId }),
       b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
@@ -188,17 +189,17 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       expect(slugs(leader)).toContain("yearly");
       writeFileSync("/tmp/svc-trigger-standby-merge-ms.json", JSON.stringify(Date.now() - at));
 
-      // A person's direct (fast-forward) push to main through the standby's git endpoint: no CR involved.
+      // A person's direct (fast-forward) push to main through the standby's git endpoint: refused, main stays.
       const viaStandby = authedUrl(`${standby.url}/git/${project.id}.git`, user.token);
       await repo.git(["fetch", "-q", viaStandby, "main"]);
       await repo.git(["checkout", "-q", "-B", "direct", "FETCH_HEAD"]);
-      const merged2 = (await repo.git(["show", "HEAD:svc.toml"])).stdout;
-      await repo.commit("direct", {
-        "svc.toml": `${merged2}\n[[triggers]]\nslug = "monthly"\nschedule = "0 0 1 * *"\nprompt = "m"\n`,
-      });
-      expect((await repo.git(["push", "-q", viaStandby, "HEAD:main"])).code).toBe(0);
-      for (let i = 0; i < 200 && !slugs(leader).includes("monthly"); i++) await sleep(50);
-      expect(slugs(leader)).toContain("monthly");
+      const mainTip = await repo.sha("HEAD");
+      await repo.commit("direct", { "svc.toml": "" });
+      const direct = await repo.git(["push", "-q", viaStandby, "HEAD:main"], { reject: false });
+      expect(direct.code).not.toBe(0);
+      expect(direct.stderr).toMatch(/svc cr open/);
+      await repo.git(["fetch", "-q", viaStandby, "main"]);
+      expect(await repo.sha("FETCH_HEAD")).toBe(mainTip);
     } finally {
       for (const stop of stops) stop();
       await clusters.a.leave();
@@ -213,7 +214,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
     await repo.commit("every second", {
       "svc.toml": '[[triggers]]\nslug = "tick"\nschedule = "* * * * * *"\nprompt = "tick"\n',
     });
-    expect((await repo.git(["push", "-q", "origin", "HEAD:main"])).code).toBe(0);
+    await landOnDefault(a.url, user.token, project.id, repo, "every second");
     const clusters = {
       a: await joinCluster(db.sql, { instanceId: a.services.instanceId }),
       b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),

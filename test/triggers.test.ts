@@ -6,6 +6,7 @@ import { call } from "./support/api-server.ts";
 import { svc } from "./support/cli.ts";
 import { containerEnv } from "./support/docker.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
+import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { waitFor } from "./support/wait.ts";
 
@@ -173,13 +174,17 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
     expect(JSON.parse(enabled.stdout).change_request.head_ref).toBe("svc/trigger-tick-enabled-1");
   }, 200_000);
 
-  it("a person's fast-forward push to main reschedules at once", async () => {
+  it("a person's push to main is refused; the same commit's CR merge reschedules at once", async () => {
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.checkout("direct", { create: true, from: "origin/main" });
     await repo.commit("direct", {
       "svc.toml": `[[triggers]]\nslug = "yearly"\nschedule = "0 0 1 1 *"\ntimezone = "Europe/Paris"\nprompt = "happy new year"\n`,
     });
-    expect((await repo.push("direct:main")).code).toBe(0);
+    const direct = await repo.push("direct:main");
+    expect(direct.code).not.toBe(0);
+    expect(direct.stderr).toMatch(/svc cr open/);
+    expect(scheduled().join()).not.toBe("yearly");
+    await landOnDefault(sp.api.url, sp.user.token, sp.project.id, repo, "yearly trigger");
     const pushed = Date.now();
     await waitFor("the pushed schedule", async () => scheduled().join() === "yearly", { timeoutMs: 5000, everyMs: 20 });
     mergeToLive.push(Date.now() - pushed);

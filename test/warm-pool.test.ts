@@ -5,6 +5,7 @@ import { call } from "./support/api-server.ts";
 import { svc } from "./support/cli.ts";
 import { execIn } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 import { waitFor } from "./support/wait.ts";
@@ -151,7 +152,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.git(["reset", "-q", "--hard", "FETCH_HEAD"]);
     const tip = await repo.commit("moved", { "MOVED.md": "moved\n" });
-    expect((await repo.push("main")).code).toBe(0);
+    await landOnDefault(sp.api.url, sp.user.token, sp.project.id, repo, "main moves");
     const id = (await sp.sessions("", "POST", {})).body.session_id as string;
     await running(id);
     expect((await exec(id, "git rev-parse HEAD")).stdout.trim()).toBe(tip);

@@ -38,7 +38,8 @@ config_dir = ".svc/agent"
 `;
 }
 
-export const DOCKERFILE = `# The session sandbox for this project. The platform builds it when this folder changes.
+export const DOCKERFILE = `# The session sandbox for this project. The platform builds it when this folder changes on the default branch
+# (only a merged change is ever built).
 ARG SVC_BASE_IMAGE=svc-sandbox:latest
 FROM \${SVC_BASE_IMAGE}
 

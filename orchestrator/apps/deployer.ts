@@ -72,6 +72,7 @@ export function createAppDeployer(deps: DeployerDeps) {
   async function run(d: AppDeployRecord, project: Project): Promise<void> {
     let containerId: string | undefined;
     const secretValues: string[] = [];
+    const owner = { installationId: deps.installationId, projectId: project.id, app: d.app, deployId: d.id };
     try {
       const image = await provider.image({
         gitDir: await deps.repos.gitDir(project),
@@ -79,6 +80,7 @@ export function createAppDeployer(deps: DeployerDeps) {
         spec: d.spec,
         key: d.key,
         platformImage: await deps.platformImage(),
+        owner,
       });
       await port.update(d.id, { status: "starting", image });
       const { values } = await deps.secrets.values(project.id);
@@ -96,7 +98,7 @@ export function createAppDeployer(deps: DeployerDeps) {
         image,
         spec: d.spec,
         env,
-        owner: { installationId: deps.installationId, projectId: project.id, app: d.app, deployId: d.id },
+        owner,
       });
       containerId = started.id;
       await port.update(d.id, { container_id: started.id, endpoint: started.endpoint });

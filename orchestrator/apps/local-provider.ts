@@ -13,7 +13,7 @@ export function createLocalAppProvider(deps: {
 }): AppProvider {
   const { driver } = deps;
   return {
-    async image({ gitDir, revision, spec, key, platformImage }) {
+    async image({ gitDir, revision, spec, key, platformImage, owner }) {
       const dockerfile = await gitOut(gitDir, ["rev-parse", "--verify", "-q", `${revision}:${spec.build}`]);
       if (!dockerfile) return platformImage;
       const tag = `svc-app:${key.slice(0, 16)}`;
@@ -30,6 +30,8 @@ export function createLocalAppProvider(deps: {
           context: gitArchive(gitDir, context),
           dockerfile: inContext,
           buildArgs: { SVC_BASE_IMAGE: platformImage },
+          // Under the limits and on the network of the container it becomes (keyed by the deploy, as createApp does).
+          sandbox: { owner: { installationId: owner.installationId, sandboxId: owner.deployId }, limits: deps.limits },
         });
       } catch (err) {
         if (!(err instanceof OrchestratorError) || err.code !== "IMAGE_BUILD_FAILED") throw err;

@@ -1,8 +1,15 @@
 import type { AppSpec } from "../../protocol/manifest.ts";
 import type { AppContainerInfo, AppOwner, SandboxLogLine } from "../sandbox/driver.ts";
 
-/** One app to build at one revision of the project's repository. */
-export type AppBuild = { gitDir: string; revision: string; spec: AppSpec; key: string; platformImage: string };
+/** One app to build at one revision of the project's repository, for the deploy `owner` names. */
+export type AppBuild = {
+  gitDir: string;
+  revision: string;
+  spec: AppSpec;
+  key: string;
+  platformImage: string;
+  owner: AppOwner;
+};
 
 /**
  * Where apps run. The deployer decides what to deploy and when; a provider only builds, runs and removes. The

@@ -82,10 +82,9 @@ export function createProvisioner(deps: ProvisionerDeps) {
     sandboxEnv({
       project,
       session,
-      repoUrl:
-        project.repo_kind === "managed"
-          ? `${settings.sandboxApiOrigin}/git/${project.id}.git`
-          : hostUrlForSandbox(project.repo_url ?? "", settings.hostAlias),
+      // External repositories too: the API relays fetches and the session branch's pushes, with a credential the
+      // sandbox never holds.
+      repoUrl: `${settings.sandboxApiOrigin}/git/${project.id}.git`,
       apiOrigin: settings.sandboxApiOrigin,
       serviceKey: credentials.serviceKey,
       cliToken: credentials.cliToken,
@@ -163,7 +162,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
     containerId = member?.containerId;
     try {
       const gitDir = await deps.repos.gitDir(project);
-      const baseSha = (await deps.repos.tips(project))?.get(session.base_ref);
+      const tips = await deps.repos.tips(project);
+      const baseSha = tips?.get(session.base_ref);
       if (!baseSha) throw new Error(`base branch '${session.base_ref}' not found`);
       const secrets = await deps.secrets.values(project.id);
       credentials.push(...Object.values(secrets.values));
@@ -204,13 +204,14 @@ export function createProvisioner(deps: ProvisionerDeps) {
         await finish(member.url);
         return;
       }
-      const headSha = (await deps.repos.tips(project))?.get(session.branch) ?? baseSha;
       progress("preparing the sandbox image");
+      // The default branch's .svc/, never the session's branch or base: an agent's edit of it is not built.
       const image = await resolveSessionImage(driver, {
         gitDir,
-        commit: headSha,
-        ref: session.base_ref,
+        branch: project.default_branch,
+        commit: tips?.get(project.default_branch),
         platformImage: await deps.platformImage(),
+        sandbox: { owner: { installationId: deps.installationId, sandboxId }, limits: settings.limits },
         onStep: (step) => progress(buildStep(step)),
       });
       await records.updateSandbox(sandboxId, { image });

@@ -132,15 +132,17 @@ export function createWarmPool(deps: WarmPoolDeps) {
     const baseSha = (await deps.repos.tips(project))?.get(project.default_branch);
     if (!baseSha) return false;
     const gitDir = await deps.repos.gitDir(project);
-    const image = await resolveSessionImage(driver, {
-      gitDir,
-      commit: baseSha,
-      ref: project.default_branch,
-      platformImage: await deps.platformImage(),
-    });
-    const secrets = await deps.secrets.values(project.id);
     const sessionId = randomUUID();
     const sandboxId = randomUUID();
+    // The default branch's .svc/ as a cold session's is: a claim needs the image it would have built.
+    const image = await resolveSessionImage(driver, {
+      gitDir,
+      branch: project.default_branch,
+      commit: baseSha,
+      platformImage: await deps.platformImage(),
+      sandbox: { owner: { installationId: deps.installationId, sandboxId }, limits: settings.limits },
+    });
+    const secrets = await deps.secrets.values(project.id);
     const serviceKey = newSecret(SERVICE_KEY_PREFIX);
     const env = deps.envFor(project, pooledSession(project, sessionId, settings.defaultAgent), {
       serviceKey,

@@ -75,6 +75,11 @@ export type ImageBuild = {
   buildArgs?: Record<string, string>;
   /** The Dockerfile's path inside the context; default `Dockerfile`. */
   dockerfile?: string;
+  /**
+   * A build of a project's own Dockerfile: its steps run fenced as the sandbox that will run the image is (its
+   * limits, its network and host alias), never on the engine's default network unbounded.
+   */
+  sandbox?: { owner: NetworkOwner; limits: SandboxSpec["limits"] };
 };
 
 /** Where sandboxes meet the host: the host's own address on the sandboxes' network, and that network. */
