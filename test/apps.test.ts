@@ -20,7 +20,13 @@ port = 8080
 env = ["GREETING"]
 health_path = "/"
 ${extra}`;
-const BROKEN_DOCKERFILE = ["ARG SVC_BASE_IMAGE", "FROM $SVC_BASE_IMAGE", "RUN echo compiling && exit 3", ""].join("\n");
+/** Fails its one step, saying first what memory limit the step ran under (cgroup v2, or v1 as on this machine). */
+const BROKEN_DOCKERFILE = [
+  "ARG SVC_BASE_IMAGE",
+  "FROM $SVC_BASE_IMAGE",
+  "RUN echo compiling under $(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes) && exit 3",
+  "",
+].join("\n");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Deploy = { id: string; status: string; revision: string; trigger: string; error: string | null };
@@ -167,7 +173,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     );
   }, 120_000);
 
-  it("a broken build fails with its log and keeps the old revision serving; --wait exits 1", async () => {
+  it("a broken build fails with its log (its step fenced like the app) and keeps the old revision serving; --wait exits 1", async () => {
     const number = await openCr("break-app", {
       "svc.toml": manifest("v3", 'build = "broken.Dockerfile"'),
       "broken.Dockerfile": BROKEN_DOCKERFILE,
@@ -182,7 +188,8 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
       { timeoutMs: 60_000 },
     );
     expect(failed.error).toContain("broken.Dockerfile");
-    expect(failed.error).toContain("compiling");
+    // The build ran under the app's own memory limit (the stack's sandbox limits), not the engine's unlimited default.
+    expect(failed.error).toContain(`compiling under ${1024 * 1024 * 1024}`);
     expect(await answer()).toBe(`v2 ${SECRET}`);
     // The next ticks do not retry a failed key.
     await sleep(1500);

@@ -123,7 +123,15 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     expect((await run(["cr", "show", "abc"])).code).toBe(2);
     expect((await run(["cr", "show", "99"])).code).toBe(1);
 
-    const merged = await run(["cr", "merge", "1"]);
+    // Only the head named (or, by default, the one `cr merge` reads) lands: another is 409 HEAD_MOVED, nothing merges.
+    const head = json.change_request.head_commit_sha as string;
+    const seen = (await sh(repoDir, "git rev-parse main")).stdout.trim();
+    const moved = await run(["cr", "merge", "1", "--match-head-commit", seen]);
+    expect(moved.code).toBe(1);
+    expect(moved.stderr).toMatch(/moved to [0-9a-f]{12} since you saw .*\(HEAD_MOVED, HTTP 409\)/);
+    expect((await run(["cr", "merge", "1", "--match-head-commit", "abc"])).code).toBe(2);
+    expect((await run(["cr", "ls"])).stdout).toContain("#1\topen");
+    const merged = await run(["cr", "merge", "1", "--match-head-commit", head]);
     expect(merged.code, merged.stderr).toBe(0);
     expect((await run(["cr", "ls"])).stdout).toBe("");
     expect((await run(["cr", "ls", "--status", "merged"])).stdout).toContain("#1\tmerged");

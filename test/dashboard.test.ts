@@ -250,6 +250,32 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     ).toBe("open");
   });
 
+  it("merges only the head the page showed: a push after it loaded is refused in words, nothing merges", async () => {
+    const late = await openCr("late", { "late.txt": "reviewed\n" });
+    await page.goto(crPage(late));
+    await expect(page.locator("details.file").textContent()).resolves.toContain("+reviewed");
+    // The agent pushes once more while the person reads the page.
+    await work.commit("unreviewed", { "late.txt": "reviewed\nunseen\n" });
+    expect((await work.push("late")).code).toBe(0);
+    const mainBefore = (await rest("GET", `/v1/projects/${projectId}/change-requests/${late}`)).body.change_request
+      .base_commit_sha;
+
+    await page.getByRole("button", { name: "Merge", exact: true }).click();
+    await page.waitForLoadState();
+    await expect(page.getByRole("alert").textContent()).resolves.toMatch(/moved to [0-9a-f]{12} since you saw/);
+    await expect(page.locator("#cr-status").textContent()).resolves.toBe("open");
+    const after = (await rest("GET", `/v1/projects/${projectId}/change-requests/${late}`)).body.change_request;
+    expect(after).toMatchObject({ status: "open", base_commit_sha: mainBefore });
+
+    // The page now shows the new head, and its Merge lands exactly that.
+    await expect(page.locator("details.file").textContent()).resolves.toContain("+unseen");
+    await page.getByRole("button", { name: "Merge", exact: true }).click();
+    await page.waitForURL(crPage(late));
+    await expect(page.locator("#cr-status").textContent()).resolves.toBe("merged");
+    const merged = (await rest("GET", `/v1/projects/${projectId}/change-requests/${late}`)).body.change_request;
+    expect(merged.head_commit_sha).toBe(await work.sha("late"));
+  });
+
   it("refuses a form post without this session's CSRF token", async () => {
     const [cookie] = await context.cookies();
     const post = (body: string) =>

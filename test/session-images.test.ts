@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
-import { call } from "./support/api-server.ts";
 import { containerEnv, execIn } from "./support/docker.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
+import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
 /** Limits no other suite uses, so a value read back inside a build can only have come from them. */
@@ -73,23 +73,7 @@ describe("session images on real Docker", () => {
     await work.git(["fetch", "-q", "origin", "main"]);
     await work.checkout(branch, { create: true, from: "FETCH_HEAD" });
     await work.commit(branch, files);
-    const pushed = await work.push(branch);
-    expect(pushed.code, pushed.stderr).toBe(0);
-    const cr = await call(sp.api.url, "POST", `/v1/projects/${sp.project.id}/change-requests`, {
-      token: sp.user.token,
-      body: { title: branch, head_ref: branch },
-    });
-    expect(cr.status, JSON.stringify(cr.body)).toBe(201);
-    const merged = await call(
-      sp.api.url,
-      "POST",
-      `/v1/projects/${sp.project.id}/change-requests/${cr.body.number}/merge`,
-      {
-        token: sp.user.token,
-        body: {},
-      },
-    );
-    expect(merged.status, JSON.stringify(merged.body)).toBe(200);
+    await landOnDefault(sp.api.url, sp.user.token, sp.project.id, work, branch);
   }
 
   const read = async (containerId: string, path: string) => {

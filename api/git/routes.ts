@@ -1,8 +1,8 @@
 import { basename, dirname } from "node:path";
 import type { Readable } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { hashSecret } from "../../protocol/credential.ts";
 import type { CloneCredential } from "../../protocol/git.ts";
+import type { Project } from "../../protocol/project.ts";
 import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { type AuthDeps, authorizeProject, resolvePrincipal } from "../auth/authenticate.ts";
@@ -95,6 +95,15 @@ const RELAY_PASS_ENV = [
   "NO_PROXY",
 ];
 
+/** What the hook needs to push an accepted session branch on to the external remote (api/git/hooks.ts). */
+async function relayEnv(deps: GitRouteDeps, project: Project, config: [string, string][]) {
+  return {
+    ...Object.fromEntries(RELAY_PASS_ENV.flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
+    ...(await deps.repos.remoteEnv(project, config)),
+    SVC_RELAY_URL: project.repo_url!,
+  };
+}
+
 export function gitRoutes(deps: GitRouteDeps) {
   return async (app: FastifyInstance) => {
     // Pack bodies stream straight into git: no parsing, no buffering, no body limit of the JSON API.
@@ -137,14 +146,8 @@ export function gitRoutes(deps: GitRouteDeps) {
           }
         }
         const hooks: [string, string][] = [["core.hooksPath", deps.hooksDir]];
-        const pushEnv =
-          external && rest === "git-receive-pack"
-            ? {
-                ...Object.fromEntries(RELAY_PASS_ENV.flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : []))),
-                ...(await deps.repos.remoteEnv(project, hooks)),
-                SVC_RELAY_URL: project.repo_url!,
-              }
-            : configEnv(hooks);
+        const hookEnv =
+          external && rest === "git-receive-pack" ? await relayEnv(deps, project, hooks) : configEnv(hooks);
         // The one branch a sandbox may push: looked up for pushes only.
         const pushBranch =
           rest === "git-receive-pack" && who.sandboxId ? await sessionBranchOf(deps.sql, who.sandboxId) : "";
@@ -163,7 +166,7 @@ export function gitRoutes(deps: GitRouteDeps) {
           },
           reply.raw,
           {
-            ...pushEnv,
+            ...hookEnv,
             GIT_PROJECT_ROOT: dirname(dir),
             SVC_PUSH_ROLE: who.role,
             SVC_PROTECTED_BRANCH: project.default_branch,
