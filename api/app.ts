@@ -7,9 +7,11 @@ import { createOrchestrator, type Orchestrator } from "../orchestrator/orchestra
 import type { ProvisionerSettings } from "../orchestrator/provisioning/provisioner.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
+import { GIT_MAX_PUSH_MB_DEFAULT } from "../protocol/stack-settings.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
+import { adminRoutes } from "./admin/routes.ts";
 import { appGrantKey } from "./apps/app-grant.ts";
 import { APP_ENDPOINT_TTL_MS, type AppHosts, createAppHosts } from "./apps/app-host.ts";
 import { createAppsPort } from "./apps/port.ts";
@@ -30,10 +32,13 @@ import { createBrowserSessions } from "./dashboard/browser-sessions.ts";
 import { dashboardRoutes } from "./dashboard/routes.ts";
 import { signInLinkRoutes } from "./dashboard/sign-in-links.ts";
 import type { Sql } from "./db/sql.ts";
+import { createEgress } from "./egress/port.ts";
 import { createCloneCredentials } from "./git/clone-credentials.ts";
 import { type GitHubApp, repoAccessToken } from "./git/github-app.ts";
 import { installHooks } from "./git/hooks.ts";
 import { createPreviewCache } from "./git/merge-preview.ts";
+import { createRemoteAddressCheck } from "./git/remote-address.ts";
+import { repoAccessAccounts } from "./git/repo-access-accounts.ts";
 import { createRepositories } from "./git/repositories.ts";
 import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
@@ -76,7 +81,10 @@ export type AppOptions = {
   dataDir: string;
   /** Origin under which this API is reachable (clone URLs are built from it); a function when known late. */
   publicUrl: string | (() => string);
-  repoAccess?: { token: string | undefined; url: string; app?: GitHubApp };
+  /** `accounts`: whom it serves (SVC_REPO_ACCESS_ACCOUNTS, slugs or ids); undefined: the admin's own accounts. */
+  repoAccess?: { token: string | undefined; url: string; app?: GitHubApp; accounts?: string[] };
+  /** Repository hosts (`host`, `host:port`) allowed whatever they resolve to (SVC_REPO_ALLOWED_HOSTS); default none. */
+  repoAllowedHosts?: string[];
   /** Base64 AES-256 key for project secrets; without it the secrets API answers 503. */
   secretsKey?: string;
   /** Sessions run only when a sandbox driver is given. */
@@ -88,6 +96,8 @@ export type AppOptions = {
     baseImage: string;
   };
   bodyLimit?: number;
+  /** The largest git push accepted, in MB (SVC_GIT_MAX_PUSH_MB); default that setting's. */
+  gitMaxPushMb?: number;
   logLevel?: string;
   /** Serve previews at `<port>-<session>.<domain>`; default `localhost` when the public URL is on loopback. */
   previewDomain?: string;
@@ -102,8 +112,6 @@ export type AppOptions = {
 };
 
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
-
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
 const SANDBOX_TARGET_TTL_MS = 2000;
 
@@ -126,10 +134,13 @@ export function createServices(
   const tokens = createTokenStore(sql);
   const cipher = options.secretsKey ? createCipher(options.secretsKey) : undefined;
   const secrets = createSecretStore(sql, cipher);
+  const checkRepoUrl = createRemoteAddressCheck({ allowedHosts: options.repoAllowedHosts ?? [] });
   const repos = createRepositories({
     dataDir: options.dataDir,
     repoAccessToken: repoAccessToken(options.repoAccess),
     repoAccessUrl: options.repoAccess?.url,
+    repoAccessServes: repoAccessAccounts(sql, options.repoAccess?.accounts),
+    checkRemote: checkRepoUrl,
     projectAccessToken: async (projectId) =>
       cipher ? (await secrets.values(projectId)).values[PROJECT_REPO_TOKEN_SECRET] : undefined,
     onFetched: (projectId) => reloadTriggers(projectId),
@@ -162,6 +173,14 @@ export function createServices(
 
   const triggerPort = createTriggerPort({ store: triggerStore, projects, manifests, triggers });
   const sessionStore = createSessionStore(sql);
+  // `[sandbox] egress`: which sandboxes go out through the proxy, and the proxy (on the API's port) that enforces it.
+  const egress = createEgress({
+    sessions: sessionStore,
+    projects,
+    manifests,
+    llmBaseUrl: options.orchestrator?.settings.llm.baseUrl,
+    log,
+  });
   const sandboxTargets = createTtlCache<string, SandboxTarget>(SANDBOX_TARGET_TTL_MS);
   const appDeploys = createAppDeployStore(sql);
   const appEndpoints = createTtlCache<string, string | undefined>(APP_ENDPOINT_TTL_MS);
@@ -198,6 +217,7 @@ export function createServices(
         createBranch: (project, branch, sha) => repos.createBranch(project, branch, sha),
       },
       sealServiceKey: (key) => cipher?.encrypt(key, SANDBOX_SERVICE_KEY_CONTEXT) ?? null,
+      egress: egress.port,
       onSandboxClosed: (sessionId) => sandboxTargets.delete(sessionId),
       triggers: triggerPort,
       apps:
@@ -248,8 +268,8 @@ export function createServices(
     publicUrl,
     log,
   });
-  const previewDomain = () =>
-    options.previewDomain ?? (LOOPBACK_HOSTS.has(new URL(publicUrl()).hostname) ? "localhost" : undefined);
+  // Previews always have hosts of their own: `*.localhost` resolves to loopback in browsers and curl by itself.
+  const previewDomain = () => options.previewDomain ?? "localhost";
   const appGrants = options.secretsKey ? appGrantKey(options.secretsKey) : undefined;
   const apps = createAppService({
     store: appDeploys,
@@ -265,6 +285,7 @@ export function createServices(
     previewDomain,
     appGrants,
     repos,
+    checkRepoUrl,
     installationId,
     instanceId,
     orchestrator,
@@ -284,6 +305,7 @@ export function createServices(
     appDeploys,
     appEndpoints,
     sessionStore,
+    egressProxy: egress.proxy,
     browserSessions: createBrowserSessions(sql),
     onPushed: (projectId: string) => reloadTriggers(projectId),
     slack,
@@ -298,9 +320,12 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   // Preview hosts (`<port>-<session>.<domain>`) own every path, so they are routed before Fastify sees them.
   let previews: Previews | undefined;
   let appHosts: AppHosts | undefined;
+  // A sandbox's proxied plain-http requests (absolute URIs) are the egress proxy's, never a route's.
+  let egressProxy: Services["egressProxy"] | undefined;
   const app = Fastify({
     serverFactory: (handler) =>
       createServer((req, res) => {
+        if (egressProxy?.owns(req)) return egressProxy.request(req, res);
         if (!previews?.serveHost(req, res) && !appHosts?.serveHost(req, res)) handler(req, res);
       }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
@@ -330,6 +355,22 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   // A closing API takes its warm pool's sandboxes with it: nobody else could claim them.
   app.addHook("onClose", async () => services.orchestrator?.provisioner.stopPool());
   services.orchestrator?.provisioner.startPool();
+  // Sandboxes reach this host's API port and model gateway, no other port of it, while this process runs.
+  const hostFirewall = await services.orchestrator?.limitHost();
+  if (hostFirewall && !hostFirewall.enforced)
+    app.log.warn(
+      { reason: hostFirewall.reason },
+      "host firewall not installed: sandboxes reach every port of this host",
+    );
+  app.addHook("onClose", async () => {
+    await services.orchestrator
+      ?.releaseHost()
+      .catch((err) => app.log.warn({ error: String(err) }, "could not remove the host firewall"));
+  });
+  if (services.orchestrator) {
+    egressProxy = services.egressProxy;
+    app.server.on("connect", (req, socket, head) => egressProxy?.connect(req, socket, head));
+  }
   registerErrorHandler(app);
   registerInputChecks(app);
   registerAuthentication(app, services);
@@ -338,12 +379,14 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
       sql: options.sql,
       version: VERSION,
       modelConfigured: Boolean(options.orchestrator?.settings.llm.baseUrl),
+      hostFirewall,
     }),
   );
   await app.register(accountRoutes(services));
+  await app.register(adminRoutes(services));
   await app.register(projectRoutes(services));
   await app.register(changeRequestRoutes(services));
-  await app.register(gitRoutes(services));
+  await app.register(gitRoutes({ ...services, maxPushMb: options.gitMaxPushMb ?? GIT_MAX_PUSH_MB_DEFAULT }));
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
   await app.register(triggerRoutes(services));
@@ -362,7 +405,6 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(sandboxLogRoutes(services));
   previews = createPreviews(services, forward, (err) => app.log.error({ err }, "preview failed"));
   tunnelPreviews(app.server, previews.admit);
-  await app.register(previews.routes);
   appHosts = createAppHosts(services, forward, (err) => app.log.error({ err }, "app request failed"));
   const exec = execUpgrade(services, (err) => app.log.error({ err }, "exec failed"));
   app.server.on(

@@ -12,7 +12,10 @@ export type ApiConfig = {
   dataDir: string;
   publicUrl: string;
   previewDomain: string | undefined;
-  repoAccess: { token: string | undefined; url: string; app: GitHubApp | undefined };
+  /** `accounts`: whom the stack-wide credential serves (SVC_REPO_ACCESS_ACCOUNTS); undefined: the admin's accounts. */
+  repoAccess: { token: string | undefined; url: string; app: GitHubApp | undefined; accounts: string[] | undefined };
+  /** Repository hosts allowed whatever they resolve to (SVC_REPO_ALLOWED_HOSTS); none by default. */
+  repoAllowedHosts: string[];
   secretsKey: string | undefined;
   orchestrator: {
     enabled: boolean;
@@ -24,12 +27,16 @@ export type ApiConfig = {
     provisionTimeoutMs: number;
     idleMs: number;
     poolSize: number;
+    /** A sandbox whose writable layer passes this is stopped (SVC_SANDBOX_DISK_MB); 0: never. */
+    diskLimitMb: number;
     llm: { baseUrl?: string; apiKey?: string; model?: string };
   };
   /** Where `[[apps]]` deploy: local containers on this engine, or none. */
   apps: { provider: StackEnv["SVC_APP_PROVIDER"] };
   bootstrapTokenHash: string | undefined;
   bodyLimit: number;
+  /** The largest git push accepted (SVC_GIT_MAX_PUSH_MB). */
+  gitMaxPushMb: number;
   /** The CLI bundle served at /v1/cli/svc.mjs; undefined: this package's own build. */
   cliBundle: string | undefined;
   logLevel: StackEnv["SVC_LOG_LEVEL"];
@@ -75,7 +82,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     dataDir: join(e.SVC_HOME, "data"),
     publicUrl: e.SVC_PUBLIC_URL ?? `http://127.0.0.1:${e.SVC_PORT}`,
     previewDomain: e.SVC_PREVIEW_DOMAIN,
-    repoAccess: { token: e.SVC_REPO_ACCESS_TOKEN, url: e.SVC_REPO_ACCESS_URL, app: githubApp(e) },
+    repoAccess: {
+      token: e.SVC_REPO_ACCESS_TOKEN,
+      url: e.SVC_REPO_ACCESS_URL,
+      app: githubApp(e),
+      accounts: e.SVC_REPO_ACCESS_ACCOUNTS,
+    },
+    repoAllowedHosts: e.SVC_REPO_ALLOWED_HOSTS ?? [],
     secretsKey: e.SVC_SECRETS_KEY,
     orchestrator: {
       enabled: e.SVC_ORCHESTRATOR === "docker",
@@ -97,11 +110,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       provisionTimeoutMs: e.SVC_PROVISION_TIMEOUT_S * 1000,
       idleMs: e.SVC_IDLE_TIMEOUT_S * 1000,
       poolSize: e.SVC_POOL_SIZE,
+      diskLimitMb: e.SVC_SANDBOX_DISK_MB,
       llm: { baseUrl: e.SVC_LLM_BASE_URL, apiKey: e.SVC_LLM_API_KEY, model: e.SVC_AGENT_MODEL },
     },
     apps: { provider: e.SVC_APP_PROVIDER },
     bootstrapTokenHash: e.SVC_BOOTSTRAP_TOKEN_HASH,
     bodyLimit: e.SVC_BODY_LIMIT_BYTES,
+    gitMaxPushMb: e.SVC_GIT_MAX_PUSH_MB,
     cliBundle: e.SVC_CLI_BUNDLE,
     logLevel: e.SVC_LOG_LEVEL,
     slack: { signingSecret: e.SVC_SLACK_SIGNING_SECRET, botToken: e.SVC_SLACK_BOT_TOKEN, apiUrl: e.SVC_SLACK_API_URL },

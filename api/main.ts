@@ -34,6 +34,7 @@ const { app, services } = await buildApp({
   publicUrl: config.publicUrl,
   previewDomain: config.previewDomain,
   repoAccess: config.repoAccess,
+  repoAllowedHosts: config.repoAllowedHosts,
   secretsKey: config.secretsKey,
   orchestrator: backend && {
     ...backend,
@@ -51,6 +52,7 @@ const { app, services } = await buildApp({
   },
   apps: config.apps,
   bodyLimit: config.bodyLimit,
+  gitMaxPushMb: config.gitMaxPushMb,
   logLevel: config.logLevel,
   cliBundle: config.cliBundle,
   slack: config.slack,
@@ -66,8 +68,7 @@ const sandboxListener = createSandboxListener(
 // Listening on every address already covers the sandboxes' network; otherwise they get their own door.
 if (backend && config.host !== "0.0.0.0" && config.host !== "::") {
   onSandboxNetwork = sandboxListener.bind;
-  const existing = await backend.driver.network(services.installationId);
-  if (existing)
+  for (const existing of await backend.driver.networks(services.installationId))
     void sandboxListener.bind(existing).catch((err) => log("cannot listen for sandboxes", { error: String(err) }));
 }
 if (backend && o.networking.kind === "attached") {
@@ -75,7 +76,9 @@ if (backend && o.networking.kind === "attached") {
   if (joined > 0) app.log.info({ networks: joined }, "joined the running sandboxes' networks");
 }
 const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
-const stopBackground = services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs }) ?? (() => {});
+const stopBackground =
+  services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs, disk: { limitMb: o.diskLimitMb } }) ??
+  (() => {});
 
 let stopping = false;
 async function shutdown(signal: string) {

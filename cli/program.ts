@@ -18,6 +18,7 @@ export const COMMANDS: { words: string[]; hidden?: boolean; load: () => Promise<
   { words: ["triggers"], load: async () => [(await import("./commands/triggers.ts")).triggersCommand()] },
   { words: ["apps"], load: async () => [(await import("./commands/apps.ts")).appsCommand()] },
   { words: ["channels"], load: async () => [(await import("./commands/channels.ts")).channelsCommand()] },
+  { words: ["tokens"], load: async () => [(await import("./commands/tokens.ts")).tokensCommand()] },
   { words: ["secrets", "env"], load: async () => (await import("./commands/secrets.ts")).secretsCommands() },
   { words: ["ship", "deploy"], load: async () => [(await import("./commands/ship.ts")).shipCommand()] },
   { words: ["self-host"], load: async () => [(await import("./commands/self-host/index.ts")).selfHostCommand()] },

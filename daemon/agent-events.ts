@@ -27,6 +27,9 @@ export type TranslatorOptions = {
   abort?: (session: string) => void;
 };
 
+/** Subscribes to the daemon's own events (an egress refusal) for one client; returns the unsubscribe. */
+export type NoticeSource = (notify: (event: AgentEvent) => void) => () => void;
+
 /**
  * Turns the runtime's events into svc's AgentEvents: the start of a run, the assistant's text as deltas (from
  * delta events, or from whole-part updates when a runtime sends only those), each tool's status once per change,
@@ -127,11 +130,12 @@ export function relayAgentEvents(
   res: ServerResponse,
   agentPort: number,
   directory: string,
-  options: TranslatorOptions = {},
+  options: TranslatorOptions & { notices?: NoticeSource } = {},
 ) {
   const translate = createEventTranslator(options);
   const write = (event: AgentEvent) => res.write(sseEvent(event));
   let ping: NodeJS.Timeout | undefined;
+  let unsubscribe = () => {};
   const upstream = get(
     { host: "127.0.0.1", port: agentPort, path: `/event?directory=${encodeURIComponent(directory)}` },
     (runtime) => {
@@ -143,6 +147,7 @@ export function relayAgentEvents(
       }
       res.writeHead(200, SSE_HEADERS);
       write({ type: "ready" });
+      unsubscribe = options.notices?.(write) ?? unsubscribe;
       ping = setInterval(() => res.write(SSE_PING), PING_MS);
       const read = createSseReader();
       runtime.setEncoding("utf8");
@@ -165,6 +170,7 @@ export function relayAgentEvents(
   });
   res.on("close", () => {
     clearInterval(ping);
+    unsubscribe();
     upstream.destroy();
   });
 }

@@ -150,6 +150,7 @@ async function daemon(): Promise<void> {
     agentPort: config.agentPort,
     gatewayUrl: config.llm.baseUrl,
     activity,
+    log,
     control: {
       runtimeReady: () => runtime.status().state === "running",
       async health(): Promise<DaemonHealth> {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { proxyTarget } from "./proxy-target.ts";
 
-const OWN = 8000;
+const OWN = { servicePort: 8000, agentPort: 4096 };
 
 describe("proxyTarget", () => {
   it("takes the port and keeps the rest of the path and its query", () => {
@@ -25,12 +25,19 @@ describe("proxyTarget", () => {
     expect(proxyTarget("/proxy/03000/", OWN)).toEqual({ port: 3000, path: "/" });
   });
 
+  it("refuses the agent runtime's port with a 403: its shell is never a preview", () => {
+    for (const url of ["/proxy/4096/session", "/proxy/4096", "/proxy/04096/"]) {
+      const target = proxyTarget(url, OWN);
+      expect(target && "error" in target && target.error, url).toMatchObject({ code: "FORBIDDEN", status: 403 });
+    }
+  });
+
   it("refuses the daemon's own port with a 403, however it is written", () => {
     for (const url of ["/proxy/8000/svc/health", "/proxy/8000", "/proxy/08000/"]) {
       const target = proxyTarget(url, OWN);
       expect(target && "error" in target && target.error, url).toMatchObject({ code: "FORBIDDEN", status: 403 });
     }
-    expect(proxyTarget("/proxy/8000/", 9000)).toEqual({ port: 8000, path: "/" });
+    expect(proxyTarget("/proxy/8000/", { servicePort: 9000, agentPort: 4096 })).toEqual({ port: 8000, path: "/" });
   });
 
   it("answers 400 for anything that is not a port", () => {

@@ -47,6 +47,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
   let ready = false;
   let deadPort: number;
   const auth = { authorization: `Bearer ${KEY}` };
+  const logged: string[] = [];
 
   beforeAll(async () => {
     deadPort = await closedPort();
@@ -60,6 +61,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
       servicePort: OWN_PORT,
       agentPort,
       activity: createActivity(),
+      log: (msg) => logged.push(msg),
       control: {
         runtimeReady: () => ready,
         health: async () => ({}) as never,
@@ -136,6 +138,25 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
     expect(
       await errorOf(await fetch(`${base}/svc/prompt`, { method: "POST", headers: auth, body: '{"text":"hi"}' })),
     ).toEqual({ status: 500, code: "INTERNAL", error: "agent runtime answered 400 to POST /session" });
+  });
+
+  it("an egress refusal the API reports goes into the sandbox's log; a malformed one is refused", async () => {
+    const refusal = { host: "refused.localhost", port: 8443, reason: "not in [sandbox] egress of svc.toml" };
+    const res = await fetch(`${base}/svc/egress-refused`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify(refusal),
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ reported: true });
+    expect(logged).toContain("egress refused: refused.localhost:8443 (not in [sandbox] egress of svc.toml)");
+    const bad = JSON.stringify({ ...refusal, host: "evil\nline" });
+    expect(
+      await errorOf(await fetch(`${base}/svc/egress-refused`, { method: "POST", headers: auth, body: bad })),
+    ).toMatchObject({ status: 400, code: "VALIDATION_FAILED", field: "host" });
+    expect(
+      await errorOf(await fetch(`${base}/svc/egress-refused`, { method: "POST", body: JSON.stringify(refusal) })),
+    ).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
   });
 
   it("the event stream: 503 while the runtime boots, 502 when its stream fails", async () => {

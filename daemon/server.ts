@@ -6,8 +6,10 @@ import type { z } from "zod";
 import {
   AbortBody,
   type AbortResult,
+  type AgentEvent,
   ClaimBody,
   type DaemonHealth,
+  EgressRefusedBody,
   EnvBody,
   type EnvResult,
   type PromptAccepted,
@@ -46,6 +48,8 @@ export type ServerDeps = {
   gatewayUrl?: string;
   activity: Activity;
   control: ControlHandlers;
+  /** A line of the sandbox's log (the daemon's stderr, which PID 1 passes on). */
+  log: (msg: string) => void;
 };
 
 const MAX_CONTROL_BODY = 1 << 20;
@@ -96,12 +100,20 @@ export function createDaemonServer(deps: ServerDeps) {
 
   const forward = createForwarder();
   const checkUserContext = createUserContextCheck(deps.serviceKey, deps.sessionId);
+  // The events clients connected now: what the daemon itself has to tell them besides the runtime's events.
+  const notices = new Set<(event: AgentEvent) => void>();
+  async function egressRefused(body: EgressRefusedBody): Promise<{ reported: true }> {
+    deps.log(`egress refused: ${body.host}:${body.port} (${body.reason})`);
+    for (const notify of notices) notify({ type: "egress_refused", ...body });
+    return { reported: true };
+  }
   const controls: Record<string, (body: unknown) => Promise<unknown>> = {
     "/svc/refresh": () => deps.control.refresh(),
     "/svc/prompt": (body) => deps.control.prompt(parse(PromptBody, body)),
     "/svc/abort": (body) => deps.control.abort(parse(AbortBody, body)),
     "/svc/env": (body) => deps.control.env(parse(EnvBody, body)),
     "/svc/claim": (body) => deps.control.claim(parse(ClaimBody, body)),
+    "/svc/egress-refused": (body) => egressRefused(parse(EgressRefusedBody, body)),
   };
 
   /** Where a non-/svc request goes, after the user-context check; the error to answer when it goes nowhere. */
@@ -110,7 +122,7 @@ export function createDaemonServer(deps: ServerDeps) {
     if (!auth.ok) return daemonError("UNAUTHENTICATED", `missing or invalid ${USER_CONTEXT_HEADER} (${auth.reason})`);
     delete req.headers[USER_CONTEXT_HEADER];
     deps.activity.touch();
-    const target = proxyTarget(req.url ?? "/", deps.servicePort);
+    const target = proxyTarget(req.url ?? "/", deps);
     if (target && "error" in target) return target.error;
     if (target) {
       req.url = target.path;
@@ -131,6 +143,10 @@ export function createDaemonServer(deps: ServerDeps) {
         return relayAgentEvents(res, deps.agentPort, deps.workspace, {
           gatewayUrl: deps.gatewayUrl,
           abort: (session) => void deps.control.abort({ session }).catch(() => {}),
+          notices: (notify) => {
+            notices.add(notify);
+            return () => notices.delete(notify);
+          },
         });
       }
       if (path.startsWith("/svc/")) {
@@ -165,7 +181,7 @@ export function createDaemonServer(deps: ServerDeps) {
     handleConnection(socket, {
       contextHeader: USER_CONTEXT_HEADER,
       checkContext: checkUserContext,
-      target: (url) => proxyTarget(url, deps.servicePort),
+      target: (url) => proxyTarget(url, deps),
       touch: deps.activity.touch,
       fallback: (s) => fullHttp!.call(server, s),
     }),

@@ -1,10 +1,12 @@
 import { createAppDeployer } from "./apps/deployer.ts";
 import { createLocalAppProvider } from "./apps/local-provider.ts";
 import type { Cluster } from "./cluster.ts";
+import { createDiskWatch } from "./disk-watch.ts";
 import { createIdleSweeper } from "./idle-sweeper.ts";
 import { platformImageResolver } from "./images/platform-image.ts";
 import type { AppsPort, TriggerPort } from "./ports.ts";
 import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
+import { hostPortsOf } from "./provisioning/sandbox-env.ts";
 import { createReconciler } from "./reconciler.ts";
 import { createSandboxAccess } from "./sandbox/access.ts";
 import { createTriggerScheduler } from "./triggers/scheduler.ts";
@@ -48,11 +50,16 @@ export function createOrchestrator(deps: OrchestratorDeps) {
     });
 
   /**
-   * Reconciles at start and then, with the idle sweep, on a timer, while this process leads (the others keep
-   * asking, so one takes over within a tick when the leader dies), and runs the trigger scheduler while leading.
-   * Returns the function that stops.
+   * Reconciles at start and then, with the idle sweep and the disk watch, on a timer, while this process leads (the
+   * others keep asking, so one takes over within a tick when the leader dies), and runs the trigger scheduler while
+   * leading. Returns the function that stops.
    */
-  function startBackgroundWork(options: { cluster: Cluster; idleMs: number }): () => void {
+  function startBackgroundWork(options: {
+    cluster: Cluster;
+    idleMs: number;
+    /** SVC_SANDBOX_DISK_MB (absent or 0: no watch), and how often it looks (default the other work's tick). */
+    disk?: { limitMb: number; tickMs?: number };
+  }): () => void {
     const { cluster } = options;
     const reconcile = createReconciler({
       driver: deps.driver,
@@ -81,6 +88,10 @@ export function createOrchestrator(deps: OrchestratorDeps) {
       setInterval(whileLeading("reconcile", reconcile), TICK_MS),
       setInterval(whileLeading("idle sweep", sweep), TICK_MS),
     ];
+    if (options.disk?.limitMb) {
+      const watch = createDiskWatch({ ...deps, provisioner, limitMb: options.disk.limitMb });
+      timers.push(setInterval(whileLeading("disk watch", watch), options.disk.tickMs ?? TICK_MS));
+    }
     void triggers?.start(cluster.lead);
     void apps?.start(cluster);
     return () => {
@@ -90,9 +101,26 @@ export function createOrchestrator(deps: OrchestratorDeps) {
     };
   }
 
+  const { settings } = deps;
+  const [apiPort] = hostPortsOf([settings.sandboxApiOrigin], settings.hostAlias);
+  // Named by the API's port rather than by the process: the rules of a process killed before it could remove them
+  // are replaced by the next one that serves on that port.
+  const holder = { installationId: deps.installationId, holder: apiPort ? `port-${apiPort}` : deps.instanceId };
+
   return {
     provisioner,
     access: createSandboxAccess(deps.driver),
+    /**
+     * Closes the host to this installation's sandboxes but the API's port and a model gateway's on the host, while
+     * this process runs (SandboxDriver.limitHost); whether it could.
+     */
+    limitHost: () =>
+      deps.driver.limitHost({
+        ...holder,
+        ports: hostPortsOf([settings.sandboxApiOrigin, settings.llm.baseUrl], settings.hostAlias),
+      }),
+    /** At stop: this process's ports close with it. */
+    releaseHost: () => deps.driver.unlimitHost(holder),
     startBackgroundWork,
     /** Rebuilds a project's trigger jobs from its default branch (a no-op while this process does not lead). */
     reloadTriggers: (projectId: string) => triggers?.reload(projectId) ?? Promise.resolve(),

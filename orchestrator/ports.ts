@@ -34,6 +34,12 @@ export type RepositoryPort = {
   createBranch(project: Project, branch: string, sha: string): Promise<boolean>;
 };
 
+/**
+ * Whether the project's default branch limits its sandboxes' egress (`[sandbox] egress` of svc.toml): such a
+ * sandbox gets a network with no way out but the API's egress proxy, which enforces the list.
+ */
+export type EgressPort = { proxied(project: Project): Promise<boolean> };
+
 /** Seals a sandbox's service key at rest; null when the server has no key to seal with. */
 export type SealPort = (serviceKey: string) => string | null;
 

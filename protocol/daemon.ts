@@ -81,6 +81,19 @@ export type EnvResult = z.infer<typeof EnvResult>;
 export const ClaimBody = z.object({ env: z.record(EnvName, SafeText.max(200_000)) }).strict();
 export type ClaimBody = z.infer<typeof ClaimBody>;
 
+/**
+ * POST /svc/egress-refused: the API's egress proxy refused a connection of this sandbox (`[sandbox] egress` of the
+ * project's svc.toml); the daemon prints it in the sandbox's log and tells its events clients.
+ */
+export const EgressRefusedBody = z
+  .object({
+    host: SafeName.min(1).max(255),
+    port: z.number().int().min(1).max(65_535),
+    reason: SafeName.min(1).max(300),
+  })
+  .strict();
+export type EgressRefusedBody = z.infer<typeof EgressRefusedBody>;
+
 /** POST /svc/refresh: re-pull the session branch and restart the runtime in place. */
 export const RefreshResult = z.object({ commit: z.string().nullable(), restarted: z.boolean() });
 export type RefreshResult = z.infer<typeof RefreshResult>;
@@ -104,5 +117,7 @@ export const AgentEvent = z.discriminatedUnion("type", [
   }),
   z.object({ type: z.literal("idle"), session: z.string() }),
   z.object({ type: z.literal("error"), session: z.string().nullable(), message: z.string() }),
+  /** The API's egress proxy refused a connection of this sandbox (EgressRefusedBody): not the runtime's. */
+  z.object({ type: z.literal("egress_refused"), host: z.string(), port: z.number().int(), reason: z.string() }),
 ]);
 export type AgentEvent = z.infer<typeof AgentEvent>;

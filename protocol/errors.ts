@@ -10,9 +10,13 @@ export const ErrorCode = z.enum([
   "TOKEN_PROJECT_MISMATCH",
   "PROJECT_TOKEN_NOT_ALLOWED",
   "SERVICE_KEY_NOT_ALLOWED",
+  /** A session's own token (SVC_CLI_TOKEN) used on another session, or to start one: it acts on its session only. */
+  "SESSION_SCOPE",
   "NOT_A_MEMBER",
   "NOT_FOUND",
   "PROJECT_NOT_FOUND",
+  /** No token of this user by that id (another user's is answered the same way). */
+  "TOKEN_NOT_FOUND",
   "CONFLICT",
   "SLUG_TAKEN",
   "CR_NOT_FOUND",
@@ -26,6 +30,8 @@ export const ErrorCode = z.enum([
   "SAME_REF",
   "BRANCH_NOT_FOUND",
   "REPO_UNAVAILABLE",
+  /** A repository URL whose host is, or resolves to, a loopback, private, link-local or metadata address. */
+  "REPO_URL_FORBIDDEN",
   "NOT_CONFIGURED",
   /** No model gateway: an agent cannot answer until the installation has one. */
   "MODEL_NOT_CONFIGURED",

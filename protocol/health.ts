@@ -9,5 +9,10 @@ export const ApiHealth = z.object({
    * sent; optional so that a newer CLI still takes an older server's health (`svc self-host start` waits on it).
    */
   model_configured: z.boolean().optional(),
+  /**
+   * Whether sandboxes reach only the API's and the model gateway's ports of this host (a firewall chain the API
+   * installs); why not when not. Absent on a server that runs no sandboxes.
+   */
+  host_firewall: z.object({ installed: z.boolean(), reason: z.string().optional() }).optional(),
 });
 export type ApiHealth = z.infer<typeof ApiHealth>;

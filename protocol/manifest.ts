@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseEgressEntry } from "./egress.ts";
 import { RESERVED_ENV_PREFIX } from "./env.ts";
 import { BranchName } from "./project.ts";
 
@@ -143,11 +144,25 @@ export const AgentSection = z
   })
   .loose();
 
+/** One `[sandbox] egress` entry: `host`, `*.domain`, an IPv4 address, each with an optional `:port`. */
+export const EgressEntry = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .superRefine((entry, ctx) => {
+    const parsed = parseEgressEntry(entry);
+    if ("error" in parsed) ctx.addIssue({ code: "custom", message: parsed.error });
+  });
+
+/** `[sandbox]`: `egress` absent, open egress; a list (even empty), only those hosts, through the API's proxy. */
+export const SandboxSection = z.object({ egress: z.array(EgressEntry).max(500).optional() }).loose();
+
 /** `svc.toml` as read from the default branch. */
 export const Manifest = z
   .object({
     project: ProjectSection.prefault({}),
     agent: AgentSection.prefault({}),
+    sandbox: SandboxSection.prefault({}),
     env: EnvSpec.prefault({}),
     triggers: z.array(TriggerSpec).default([]),
     apps: z.array(AppSpec).default([]),

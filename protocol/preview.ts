@@ -9,11 +9,8 @@ export const CreatePreviewBody = z.object({ port: z.int().min(1).max(65535).defa
 export type CreatePreviewBody = z.infer<typeof CreatePreviewBody>;
 
 export const PreviewLink = z.object({
-  /** Under the API's own origin: works with any HTTP client. */
+  /** At the root of its own origin (`<port>-<session>.<preview domain>`), never the API's or the dashboard's. */
   url: z.string(),
-  /** At the root of its own origin (`<port>-<session>.<preview domain>`), so an app's root-relative asset
-   * paths resolve in a browser; null when the server has no preview domain. */
-  browser_url: z.string().nullable(),
   port: z.number().int(),
   expires_at: z.string(),
 });

@@ -25,6 +25,10 @@ export type StackSetting = {
 export const LOCAL_BASE_IMAGE = "svc-debian:bookworm";
 export const PUBLIC_BASE_IMAGE = "debian:bookworm-slim";
 
+/** Defaults of SVC_GIT_MAX_PUSH_MB and SVC_SANDBOX_DISK_MB, also for an API built without the environment (tests). */
+export const GIT_MAX_PUSH_MB_DEFAULT = 200;
+export const SANDBOX_DISK_MB_DEFAULT = 10_240;
+
 const httpUrl = z
   .string()
   .url()
@@ -36,6 +40,21 @@ const postgresUrl = z
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 const PEM_PRIVATE_KEY = /^-----BEGIN (RSA )?PRIVATE KEY-----\r?\n[\s\S]+\r?\n-----END (RSA )?PRIVATE KEY-----\s*$/;
 const DNS_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i;
+const REPO_HOST_ENTRY =
+  /^(?:[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
+const ACCOUNT_REF = /^[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?$/i;
+
+/** A comma-separated list (spaces around commas allowed, lower-cased), each entry passing `entry`. */
+const commaList = (entry: RegExp, what: string) =>
+  z
+    .string()
+    .transform((v) =>
+      v
+        .split(",")
+        .map((item) => item.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string().regex(entry, `each entry must be ${what}`)));
 
 function setting<K extends string, S extends z.ZodType>(
   key: K,
@@ -74,7 +93,7 @@ export const STACK_SETTINGS = [
     "SVC_PREVIEW_DOMAIN",
     "text",
     z.string().regex(DNS_NAME, "must be a DNS name").optional(),
-    "wildcard DNS name for previews at <port>-<session>.<domain> (default localhost on a loopback public URL)",
+    "wildcard DNS name for previews at <port>-<session>.<domain> (default localhost)",
   ),
   setting(
     "SVC_BOOTSTRAP_TOKEN_HASH",
@@ -121,6 +140,18 @@ export const STACK_SETTINGS = [
     "url",
     httpUrl.default("https://api.github.com"),
     "GitHub's REST API, where installation tokens are minted (GitHub Enterprise: https://<host>/api/v3)",
+  ),
+  setting(
+    "SVC_REPO_ACCESS_ACCOUNTS",
+    "text",
+    commaList(ACCOUNT_REF, "an account's slug or id").optional(),
+    "accounts (slugs or ids, comma-separated) whose projects get SVC_REPO_ACCESS_TOKEN or the GitHub App's tokens (default: the admin's own accounts)",
+  ),
+  setting(
+    "SVC_REPO_ALLOWED_HOSTS",
+    "text",
+    commaList(REPO_HOST_ENTRY, "a host or host:port ([v6 address] in brackets)").optional(),
+    "repository hosts (host or host:port, comma-separated) allowed although they resolve to loopback, private or link-local addresses",
   ),
   setting(
     "SVC_APP_PROVIDER",
@@ -186,6 +217,12 @@ export const STACK_SETTINGS = [
   setting("SVC_SANDBOX_CPUS", "number", z.coerce.number().min(0.1).max(64).default(1), "CPUs a sandbox may use"),
   setting("SVC_SANDBOX_PIDS", "integer", int(64).default(1024), "process limit of a sandbox"),
   setting(
+    "SVC_SANDBOX_DISK_MB",
+    "integer",
+    int(0).default(SANDBOX_DISK_MB_DEFAULT),
+    "disk a sandbox may write, in MB: past it the session is stopped, checked every 30 s (0 disables)",
+  ),
+  setting(
     "SVC_PROVISION_TIMEOUT_S",
     "integer",
     int(10).default(180),
@@ -211,6 +248,12 @@ export const STACK_SETTINGS = [
     "integer",
     int(1).default(1024 * 1024),
     "largest request body the API accepts, in bytes",
+  ),
+  setting(
+    "SVC_GIT_MAX_PUSH_MB",
+    "integer",
+    int(1).default(GIT_MAX_PUSH_MB_DEFAULT),
+    "largest git push the API accepts, in MB; a bigger one is refused and nothing is written",
   ),
   setting(
     "SVC_CLI_BUNDLE",

@@ -1,3 +1,4 @@
+import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
@@ -81,15 +82,27 @@ describe("request validation and the error shape", () => {
     });
   });
 
-  it("answers malformed preview URLs and links with 400 and 401, never 500", async () => {
-    const base = `${api.url}/v1/projects`;
+  it("answers malformed preview hosts and links with 404 and 401, never 500", async () => {
     const id = "6f1c2d3e-0000-4000-8000-000000000001";
-    expect((await fetch(`${base}/%E0%A4%A/sessions/x/preview/3000/`)).status).toBe(400);
-    expect((await fetch(`${base}/${id}/sessions/x/preview/99999/`)).status).toBe(400);
-    expect((await fetch(`${base}/${id}/sessions/x/preview/3000/`)).status).toBe(401);
-    const forged = await fetch(`${base}/${id}/sessions/x/preview/3000/?svc_preview=not.a-grant`);
+    const port = new URL(api.url).port;
+    /** A request to a preview host, sent to the API's address (`*.localhost` is loopback to browsers and curl). */
+    const preview = (host: string, path = "/", headers: Record<string, string> = {}) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port, path, headers: { host, ...headers } }, (res) => {
+          let body = "";
+          res.on("data", (c) => (body += c));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on("error", reject).end();
+      });
+    expect((await preview(`99999-${id}.localhost:${port}`)).status).toBe(404);
+    expect((await preview(`3000-${id}.localhost:${port}`)).status).toBe(401);
+    const forged = await preview(`3000-${id}.localhost:${port}`, "/?svc_preview=not.a-grant");
     expect(forged.status).toBe(401);
-    expect((await forged.json()).code).toBe("UNAUTHENTICATED");
+    expect(JSON.parse(forged.body).code).toBe("UNAUTHENTICATED");
+    expect((await preview(`3000-${id}.localhost:${port}`, "/", { cookie: "svc_preview=garbage" })).status).toBe(401);
+    // The API's own paths serve no preview: there is no such route.
+    expect((await fetch(`${api.url}/v1/projects/${id}/sessions/x/preview/3000/`)).status).toBe(404);
     const host = await fetch(`${api.url}/`, { headers: { cookie: "svc_preview=garbage" } });
     expect(host.status).toBe(404);
   });

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call } from "./support/api-server.ts";
+import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { type CliEnv, svc } from "./support/cli.ts";
+import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 import { sendSlackEvent, startSlackWebApi } from "./support/slack.ts";
@@ -285,4 +286,75 @@ describe("svc channels: a Slack thread drives a session and hears its answer and
     expect(closed.code, closed.stderr).toBe(0);
     expect(await posted(/^CR #2 closed/, mentionTs, 10_000)).toBe("CR #2 closed by user");
   }, 180_000);
+});
+
+/**
+ * Issue 26, item 3: a channel bound by one account must not be bound by another, whatever workspace either names,
+ * and two connects racing on one channel (one naming a workspace, one not) must not both win: on PostgreSQL, where
+ * they really run at once.
+ */
+describe("a channel binding is unique across accounts", () => {
+  let db: TestDatabase;
+  let api: TestApi;
+  let alice: Awaited<ReturnType<typeof seedUser>>;
+  let bob: Awaited<ReturnType<typeof seedUser>>;
+  let aliceProject: string;
+  let bobProject: string;
+
+  const connect = (who: { token: string }, projectId: string, body: { channel_id: string; team_id?: string }) =>
+    call(api.url, "POST", `/v1/projects/${projectId}/channels`, { token: who.token, body });
+  const channelsOf = async (who: { token: string }, projectId: string) =>
+    (await call(api.url, "GET", `/v1/projects/${projectId}/channels`, { token: who.token })).body.channels;
+
+  beforeAll(async () => {
+    db = await freshDatabase("postgres");
+    api = await startApi(db.sql);
+    alice = await seedUser(api.services, "alice");
+    bob = await seedUser(api.services, "bob");
+    const project = async (who: { token: string }) =>
+      (await call(api.url, "POST", "/v1/projects", { token: who.token, body: { name: "Chat" } })).body.id as string;
+    aliceProject = await project(alice);
+    bobProject = await project(bob);
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+
+  it("answers another account's connect with 409 CHANNEL_TAKEN and changes nothing", async () => {
+    const first = await connect(alice, aliceProject, { channel_id: "C0TAKEN01", team_id: TEAM });
+    expect(first.status).toBe(201);
+    const noTeam = await connect(alice, aliceProject, { channel_id: "C0TAKEN02" });
+    expect(noTeam.status).toBe(201);
+    for (const body of [
+      { channel_id: "C0TAKEN01", team_id: TEAM },
+      { channel_id: "C0TAKEN01" },
+      { channel_id: "C0TAKEN02" },
+      { channel_id: "C0TAKEN02", team_id: TEAM },
+    ]) {
+      const res = await connect(bob, bobProject, body);
+      expect(res.status, JSON.stringify(body)).toBe(409);
+      expect(res.body.code).toBe("CHANNEL_TAKEN");
+    }
+    expect(await channelsOf(bob, bobProject)).toEqual([]);
+    expect(await channelsOf(alice, aliceProject)).toEqual([first.body, noTeam.body]);
+  });
+
+  it("lets one of two racing connects of a channel win, with or without a workspace", async () => {
+    const channels = Array.from({ length: 20 }, (_, i) => `C0RACE${String(i).padStart(3, "0")}`);
+    const results = await Promise.all(
+      channels.map((channel_id) =>
+        Promise.all([
+          connect(alice, aliceProject, { channel_id }),
+          connect(bob, bobProject, { channel_id, team_id: TEAM }),
+        ]),
+      ),
+    );
+    for (const [i, pair] of results.entries())
+      expect(pair.map((r) => r.status).sort(), channels[i]).toEqual([201, 409]);
+    const rows = await db.sql.query<{ n: number }>(
+      "select count(*)::int as n from channels where channel_id like 'C0RACE%' group by channel_id having count(*) > 1",
+    );
+    expect(rows).toEqual([]);
+  });
 });

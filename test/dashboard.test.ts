@@ -140,15 +140,23 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     const elsewhere = await rest("POST", "/v1/dashboard/sign-in-links", { next: "//evil.example/dashboard" });
     expect(elsewhere.status).toBe(400);
 
-    // The link signs the browser in and lands on the project's page.
-    const landed = await page.goto(printed.stdout.trim());
-    expect(landed!.status()).toBe(200);
-    expect(page.url()).toBe(`${api.url}/dashboard/projects/${projectId}`);
-    expect(landed!.headers()["content-security-policy"]).toContain("default-src 'self'");
-    expect(landed!.headers()["content-security-policy"]).toContain("frame-ancestors 'none'");
-    expect(landed!.headers()["x-frame-options"]).toBe("DENY");
+    // The link asks before it signs the browser in: who, to which account, where to; no cookie until Continue.
+    const asked = await page.goto(printed.stdout.trim());
+    expect(asked!.status()).toBe(200);
+    expect(asked!.headers()["content-security-policy"]).toContain("default-src 'self'");
+    expect(asked!.headers()["content-security-policy"]).toContain("frame-ancestors 'none'");
+    expect(asked!.headers()["x-frame-options"]).toBe("DENY");
+    const me = (await rest("GET", "/v1/accounts/me")).body;
+    await expect(page.getByRole("heading", { level: 1 }).textContent()).resolves.toBe(
+      `Sign in as ${me.user.email} to ${me.account.name}?`,
+    );
+    await expect(page.locator("main").textContent()).resolves.toContain(`/dashboard/projects/${projectId}`);
+    expect(await context.cookies()).toEqual([]);
+    await shot("sign-in-confirm");
+    await page.getByRole("button", { name: "Continue", exact: true }).click();
+    await page.waitForURL(`${api.url}/dashboard/projects/${projectId}`);
     const [cookie] = await context.cookies();
-    expect(cookie).toMatchObject({ name: "svc_dashboard", httpOnly: true, sameSite: "Lax", path: "/dashboard" });
+    expect(cookie).toMatchObject({ name: "svc_dashboard", httpOnly: true, sameSite: "Strict", path: "/dashboard" });
     expect(cookie!.domain).toBe("127.0.0.1");
     await shot("project");
     await expect(page.getByRole("heading", { level: 1 }).textContent()).resolves.toContain("Dashboard <demo>");
@@ -160,10 +168,11 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     const crList = page.locator("section", { has: page.getByRole("heading", { name: "Change requests" }) });
     await expect(crList.getByRole("link", { name: `#${crs.conflicted} CR conflicted` }).count()).resolves.toBe(1);
 
-    // The same link a second time: refused, in a page.
+    // The same link a second time: refused, in a page, before it asks anything.
     const reused = await (await browser.newContext()).newPage();
     const again = await reused.goto(printed.stdout.trim());
     expect(again!.status()).toBe(401);
+    await expect(reused.getByRole("button", { name: "Continue", exact: true }).count()).resolves.toBe(0);
     expect(again!.headers()["content-type"]).toContain("text/html");
     await expect(reused.getByRole("alert").textContent()).resolves.toContain("expired or was already used");
     // A code past its two minutes: refused the same way.
@@ -172,6 +181,30 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     expect((await reused.goto(late))!.status()).toBe(401);
     expect(await reused.context().cookies()).toEqual([]);
     await reused.context().close();
+  });
+
+  it("a sign-in link's code is used only by its own page's Continue: not by opening it, not from another site", async () => {
+    const url = new URL((await rest("POST", "/v1/dashboard/sign-in-links", { next: "/dashboard" })).body.url);
+    const code = url.searchParams.get("code")!;
+    // Opening the link (a preview bot, a prefetch) uses nothing up, twice over.
+    for (let i = 0; i < 2; i++) expect((await fetch(url, { redirect: "manual" })).status).toBe(200);
+    // A page of another site that posts the code (login CSRF: the browser would end up signed in as the
+    // link's owner) is refused, and the code stays usable.
+    const forged = await fetch(`${api.url}/dashboard/sign-in`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://evil.example" },
+      body: new URLSearchParams({ code, next: "/dashboard" }).toString(),
+      redirect: "manual",
+    });
+    expect(forged.status).toBe(403);
+    expect(forged.headers.get("set-cookie")).toBeNull();
+    const fresh = await browser.newContext();
+    const confirm = await fresh.newPage();
+    await confirm.goto(url.toString());
+    await confirm.getByRole("button", { name: "Continue", exact: true }).click();
+    await confirm.waitForURL(`${api.url}/dashboard`);
+    expect((await fresh.cookies()).map((c) => c.name)).toEqual(["svc_dashboard"]);
+    await fresh.close();
   });
 
   it("lists the user's projects, and answers another account's project as not found", async () => {
@@ -354,8 +387,12 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
 
     await page.goto(url);
     await shot("cli-login");
-    const { email } = (await rest("GET", "/v1/accounts/me")).body.user;
-    await expect(page.locator("main").textContent()).resolves.toContain(email);
+    const me = (await rest("GET", "/v1/accounts/me")).body;
+    const { email } = me.user;
+    const named = await page.locator("main").textContent();
+    expect(named).toContain(email);
+    expect(named).toContain(me.account.name);
+    expect(named).toContain("in 30 days");
     await page.getByRole("button", { name: "Authorize", exact: true }).click();
     await page.waitForURL(/^http:\/\/127\.0\.0\.1:\d+\/callback/);
     await expect(page.locator("body").textContent()).resolves.toContain("logged in");
@@ -370,6 +407,29 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     );
     expect(forged!.status()).toBe(400);
     await expect(page.getByRole("button", { name: "Authorize", exact: true }).count()).resolves.toBe(0);
+    // Nor the API's own port (nor a privileged one): the token would go to the API itself, not to a CLI.
+    for (const port of [new URL(api.url).port, "443"]) {
+      const callback = `http://127.0.0.1:${port}/callback`;
+      const ownPort = await page.goto(
+        `${api.url}/dashboard/cli/login?callback=${encodeURIComponent(callback)}&state=${"a".repeat(32)}`,
+      );
+      expect(ownPort!.status(), port).toBe(400);
+      await expect(page.getByRole("alert").textContent()).resolves.toContain("not the API's");
+      // Authorize's post is checked the same way: a 400, not a redirect carrying a token.
+      const posted = await page.evaluate(
+        async ([callback, csrf]) => {
+          const res = await fetch("/dashboard/cli/login", {
+            method: "POST",
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+            body: new URLSearchParams({ _csrf: csrf!, callback: callback!, state: "a".repeat(32) }).toString(),
+            redirect: "manual",
+          });
+          return [res.type, res.status];
+        },
+        [callback, await page.locator("input[name=_csrf]").first().getAttribute("value")],
+      );
+      expect(posted).toEqual(["basic", 400]);
+    }
   });
 
   it("signs out: the cookie is gone and ended, pages send the browser to the sign-in page", async () => {

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../api/config.ts";
 import { createGitHubAppTokens, repoAccessToken } from "../api/git/github-app.ts";
+import { createRemoteAddressCheck } from "../api/git/remote-address.ts";
 import { createRepositories } from "../api/git/repositories.ts";
 import { git } from "../api/git/run.ts";
 import { workRepo } from "./support/git-fixture.ts";
@@ -16,6 +17,12 @@ const APP_ID = 31337;
 const INSTALLATION_ID = 4242;
 const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const PEM = privateKey.export({ type: "pkcs1", format: "pem" }).toString();
+const ACCOUNT_ID = "00000000-0000-4000-8000-000000000001";
+/** The fake GitHub is on loopback, which a stack must allow; the app's token serves every account here. */
+const reach = {
+  checkRemote: createRemoteAddressCheck({ allowedHosts: ["127.0.0.1"] }),
+  repoAccessServes: async () => true,
+};
 
 /**
  * A stand-in for github.com and api.github.com: the REST endpoint that mints installation tokens (checking the
@@ -118,8 +125,9 @@ describe("repository access through a GitHub App", () => {
         app: { appId: APP_ID, installationId: INSTALLATION_ID, privateKey: PEM, apiUrl: github.apiUrl },
       }),
       repoAccessUrl: `${github.origin}/`,
+      ...reach,
     });
-    const dir = await repos.open({ id: "p1", repo_kind: "external", repo_url: repoUrl });
+    const dir = await repos.open({ id: "p1", account_id: ACCOUNT_ID, repo_kind: "external", repo_url: repoUrl });
     const { stdout } = await git(["log", "--format=%s", "main"], { dir });
     expect(stdout.trim()).toBe("first");
     expect(github.requests.at(-1)).toEqual({
@@ -166,8 +174,11 @@ describe("repository access through a GitHub App", () => {
         app: { appId: APP_ID, installationId: INSTALLATION_ID, privateKey: wrongKey, apiUrl: github.apiUrl },
       }),
       repoAccessUrl: `${github.origin}/`,
+      ...reach,
     });
-    await expect(repos.open({ id: "p2", repo_kind: "external", repo_url: repoUrl })).rejects.toThrow(
+    await expect(
+      repos.open({ id: "p2", account_id: ACCOUNT_ID, repo_kind: "external", repo_url: repoUrl }),
+    ).rejects.toThrow(
       `GitHub refused an installation token for app ${APP_ID}, installation ${INSTALLATION_ID} (HTTP 401: A JSON web token could not be decoded)`,
     );
     const wrongInstallation = createGitHubAppTokens({
@@ -177,6 +188,30 @@ describe("repository access through a GitHub App", () => {
       apiUrl: github.apiUrl,
     });
     await expect(wrongInstallation.token()).rejects.toThrow("(HTTP 404: Not Found)");
+  });
+
+  it("never lets the app's JWT follow a redirect: a 3xx is a refusal", async () => {
+    // GitHub's real API behind a redirect: a mint that followed it would get a token there.
+    const seen: (string | undefined)[] = [];
+    const redirector = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.writeHead(307, { location: `${github.apiUrl}${req.url}` }).end();
+    });
+    await new Promise<void>((resolve) => redirector.listen(0, "127.0.0.1", resolve));
+    try {
+      const before = github.requests.length;
+      const tokens = createGitHubAppTokens({
+        appId: APP_ID,
+        installationId: INSTALLATION_ID,
+        privateKey: PEM,
+        apiUrl: `http://127.0.0.1:${(redirector.address() as AddressInfo).port}/api/v3`,
+      });
+      await expect(tokens.token()).rejects.toThrow(`installation ${INSTALLATION_ID} (HTTP 307)`);
+      expect(seen).toHaveLength(1);
+      expect(github.requests.length).toBe(before);
+    } finally {
+      redirector.close();
+    }
   });
 
   it("is configured by its three settings together; a fixed token wins over it", async () => {

@@ -18,7 +18,7 @@ function viaLoopback(url: string, headers: Record<string, string> = {}) {
   });
 }
 
-describe("previews of sandbox ports through the API (real Docker)", () => {
+describe("previews of sandbox ports on hosts of their own (real Docker)", () => {
   let docker: Docker;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;
@@ -56,71 +56,63 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
       ],
     });
     await app.start({ Detach: true });
-    for (let i = 0; i < 50 && (await sessions(`/${session.session_id}/preview/3000/`)).status !== 200; i++)
+    const ready = `http://3000-${session.session_id}.localhost:${new URL(api.url).port}/`;
+    const bearer = { authorization: `Bearer ${user.token}` };
+    for (let i = 0; i < 50 && (await viaLoopback(ready, bearer)).status !== 200; i++)
       await new Promise((r) => setTimeout(r, 100));
     return session;
   }
 
-  it("serves previews of a sandbox port through the API with a freshly signed user context", async () => {
+  it("serves a sandbox port only at the root of its own host, with a freshly signed user context", async () => {
     const session = await previewedSession();
-    const res = await sessions(`/${session.session_id}/preview/3000/hello?x=1`);
-    expect(res.status).toBe(200);
-    expect(res.body).toBe("preview /hello?x=1 auth=none cookie=none");
-    expect(
-      (await call(api.url, "GET", `/v1/projects/${project.id}/sessions/${session.session_id}/preview/3000/`)).status,
-    ).toBe(401);
-    expect((await sessions(`/${session.session_id}/preview/8000/svc/health`)).status).toBe(403);
-    // The daemon itself refuses requests that do not carry a valid signed context.
-    expect((await fetch(`${session.sandbox_url}/proxy/3000/hello`)).status).toBe(401);
-
-    // A preview link works without an Authorization header, as a browser or curl uses it.
     const link = await sessions(`/${session.session_id}/previews`, "POST", { port: 3000 });
     expect(link.status).toBe(201);
-    const linkUrl = new URL(link.body.url);
-    expect(linkUrl.pathname).toBe(`/v1/projects/${project.id}/sessions/${session.session_id}/preview/3000/`);
-    const grant = linkUrl.searchParams.get("svc_preview")!;
-    linkUrl.pathname += "page%20one";
-    linkUrl.search = `?q=a+b&svc_preview=${grant}`;
-    const first = await fetch(linkUrl);
-    expect(first.status).toBe(200);
-    expect(await first.text()).toBe("preview /page%20one?q=a+b auth=none cookie=none");
-    const cookie = first.headers.get("set-cookie")!;
-    expect(cookie).toContain(`svc_preview=${grant}`);
-    expect(cookie).toContain(`Path=${link.body.url.slice(api.url.length).split("?")[0]}`);
-    expect(cookie).toContain("HttpOnly");
-    expect(first.headers.get("connection")).toBe("close");
-    // The cookie the first visit set carries the next requests; the sandbox never sees it.
-    const base = `${api.url}/v1/projects/${project.id}/sessions/${session.session_id}/preview`;
-    const next = await fetch(`${base}/3000/assets/app.js`, { headers: { cookie: `theme=dark; svc_preview=${grant}` } });
-    expect(await next.text()).toBe("preview /assets/app.js auth=none cookie=theme=dark");
-    const tampered = `${grant.slice(0, -2)}xx`;
-    expect((await fetch(`${base}/3000/?svc_preview=${tampered}`)).status).toBe(401);
-    expect((await fetch(`${base}/3001/`, { headers: { cookie: `svc_preview=${grant}` } })).status).toBe(401);
-    expect((await sessions(`/${session.session_id}/previews`, "POST", { port: 70000 })).status).toBe(400);
+    const url = new URL(link.body.url);
+    expect(url.host).toBe(`3000-${session.session_id}.localhost:${new URL(api.url).port}`);
+    expect(url.pathname).toBe("/");
+    const grant = url.searchParams.get("svc_preview")!;
 
-    // The browser URL serves the app at the root of its own host, so root-relative paths resolve.
-    const browser = new URL(link.body.browser_url);
-    expect(browser.host).toBe(`3000-${session.session_id}.localhost:${new URL(api.url).port}`);
-    const home = await viaLoopback(browser.href);
-    expect(home.status).toBe(200);
-    expect(home.body).toBe("preview / auth=none cookie=none");
-    expect(home.headers["set-cookie"]?.[0]).toMatch(
-      /^svc_preview=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/,
+    // A link works without an Authorization header, as a browser or curl uses it; its grant becomes a cookie.
+    const first = await viaLoopback(`${url.origin}/page%20one?q=a+b&svc_preview=${grant}`);
+    expect(first.status).toBe(200);
+    expect(first.body).toBe("preview /page%20one?q=a+b auth=none cookie=none");
+    expect(first.headers["set-cookie"]?.[0]).toMatch(
+      new RegExp(`^svc_preview=${grant}; Path=/; Max-Age=\\d+; HttpOnly; SameSite=Lax$`),
     );
-    const jar = { cookie: `svc_preview=${grant}` };
-    expect((await viaLoopback(`${browser.origin}/@vite/client`, jar)).body).toBe(
-      "preview /@vite/client auth=none cookie=none",
+    expect(first.headers.connection).toBe("close");
+    // The cookie carries the next requests; the sandbox never sees it, nor a bearer.
+    const jar = { cookie: `theme=dark; svc_preview=${grant}` };
+    expect((await viaLoopback(`${url.origin}/@vite/client`, jar)).body).toBe(
+      "preview /@vite/client auth=none cookie=theme=dark",
+    );
+    expect((await viaLoopback(`${url.origin}/b`, { authorization: `Bearer ${user.token}` })).body).toBe(
+      "preview /b auth=none cookie=none",
     );
     // Every path on a preview host is the app's, even one that looks like the API's.
-    expect((await viaLoopback(`${browser.origin}/v1/health`, jar)).body).toBe(
-      "preview /v1/health auth=none cookie=none",
+    expect((await viaLoopback(`${url.origin}/v1/health`, jar)).body).toBe(
+      "preview /v1/health auth=none cookie=theme=dark",
     );
-    expect((await viaLoopback(`${browser.origin}/`)).status).toBe(401);
-    expect((await viaLoopback(`http://3001-${session.session_id}.localhost:${browser.port}/`, jar)).status).toBe(401);
+    expect((await viaLoopback(`${url.origin}/`)).status).toBe(401);
+    expect((await viaLoopback(`${url.origin}/?svc_preview=${grant.slice(0, -2)}xx`)).status).toBe(401);
+    const host = (port: number) => `http://${port}-${session.session_id}.localhost:${url.port}`;
+    expect((await viaLoopback(`${host(3001)}/`, jar)).status).toBe(401);
+    // The sandbox's own ports are never a preview: the daemon's control surface, the agent runtime's shell.
+    for (const port of [8000, 4096]) {
+      const own = await viaLoopback(`${host(port)}/`, { authorization: `Bearer ${user.token}` });
+      expect(own.status, String(port)).toBe(403);
+    }
+    expect((await sessions(`/${session.session_id}/previews`, "POST", { port: 70000 })).status).toBe(400);
+    // The daemon itself refuses requests that do not carry a valid signed context.
+    expect((await fetch(`${session.sandbox_url}/proxy/3000/hello`)).status).toBe(401);
+    // The API's own origin serves no preview at all, whatever the credentials.
+    const onApi = `/v1/projects/${project.id}/sessions/${session.session_id}/preview/3000/`;
+    expect((await call(api.url, "GET", onApi, { token: user.token })).status).toBe(404);
+    expect((await fetch(`${api.url}${onApi}?svc_preview=${grant}`)).status).toBe(404);
+
     // Dev-server hot reload: a WebSocket upgrade on the preview host reaches the app with the cookie's user.
-    const upgrade = (headers: string, path = "/hmr", host = browser.host) =>
+    const upgrade = (headers: string, path = "/hmr", hostHeader = url.host) =>
       new Promise<string>((resolve, reject) => {
-        const socket = connect(Number(browser.port), "127.0.0.1");
+        const socket = connect(Number(url.port), "127.0.0.1");
         let received = "";
         socket.on("data", (chunk) => {
           received += chunk.toString();
@@ -132,31 +124,30 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
         });
         socket.on("error", reject);
         socket.write(
-          `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${headers}\r\n`,
+          `GET ${path} HTTP/1.1\r\nHost: ${hostHeader}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${headers}\r\n`,
         );
       });
     expect(await upgrade(`Cookie: svc_preview=${grant}\r\n`)).toContain("echo ping");
+    expect(await upgrade(`Authorization: Bearer ${user.token}\r\n`)).toContain("echo ping");
     expect(await upgrade("")).toMatch(/^HTTP\/1.1 401/);
-    const pathBased = `${linkUrl.pathname.replace("page%20one", "")}hmr`;
-    expect(await upgrade(`Cookie: svc_preview=${grant}\r\n`, pathBased, new URL(api.url).host)).toContain("echo ping");
-    expect(await upgrade(`Authorization: Bearer ${user.token}\r\n`, pathBased, new URL(api.url).host)).toContain(
-      "echo ping",
+    expect(await upgrade(`Authorization: Bearer ${user.token}\r\n`, onApi, new URL(api.url).host)).toMatch(
+      /^HTTP\/1.1 404/,
     );
   });
 
   it("keeps a browser's connection on the preview: pipelined requests answered in order, credentials and forged contexts never reaching the app, anything else answered by the API", async () => {
     const session = await previewedSession();
     const link = await sessions(`/${session.session_id}/previews`, "POST", { port: 3000 });
-    const grant = new URL(link.body.url).searchParams.get("svc_preview")!;
-    const base = new URL(link.body.url).pathname;
-    const get = (path: string, headers: string) =>
-      `GET ${path} HTTP/1.1\r\nHost: ${new URL(api.url).host}\r\n${headers}\r\n`;
+    const url = new URL(link.body.url);
+    const grant = url.searchParams.get("svc_preview")!;
+    const get = (path: string, headers: string, host = url.host) =>
+      `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n${headers}\r\n`;
     const answers = await pipelined(api.url, [
-      get(`${base}a?x=1`, `Cookie: theme=dark; svc_preview=${grant}\r\nX-Svc-User-Context: forged\r\n`),
-      get(`${base}b`, `Authorization: Bearer ${user.token}\r\n`),
-      get(`${base}c`, `Cookie: svc_preview=${grant}\r\nX-Svc-User-Context: forged\r\nX-Svc-User-Context: again\r\n`),
-      get(base.replace("/3000/", "/3001/"), `Cookie: svc_preview=${grant}\r\n`),
-      get("/v1/health", ""),
+      get("/a?x=1", `Cookie: theme=dark; svc_preview=${grant}\r\nX-Svc-User-Context: forged\r\n`),
+      get("/b", `Authorization: Bearer ${user.token}\r\n`),
+      get("/c", `Cookie: svc_preview=${grant}\r\nX-Svc-User-Context: forged\r\nX-Svc-User-Context: again\r\n`),
+      get("/", `Cookie: svc_preview=${grant}\r\n`, `3001-${session.session_id}.localhost:${url.port}`),
+      get("/v1/health", "", new URL(api.url).host),
     ]);
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 401, 200]);
     expect(answers[0]!.body).toBe("preview /a?x=1 auth=none cookie=theme=dark");
@@ -164,10 +155,10 @@ describe("previews of sandbox ports through the API (real Docker)", () => {
     expect(answers[2]!.body).toBe("preview /c auth=none cookie=none");
     expect(JSON.parse(answers[4]!.body).status).toBe("ok");
     // Another session is not served on a connection already previewing this one (here: none such).
-    const other = `/v1/projects/${project.id}/sessions/00000000-0000-4000-8000-000000000000/preview/3000/`;
+    const other = `3000-00000000-0000-4000-8000-000000000000.localhost:${url.port}`;
     const mixed = await pipelined(api.url, [
-      get(`${base}d`, `Cookie: svc_preview=${grant}\r\n`),
-      get(other, `Cookie: svc_preview=${grant}\r\n`),
+      get("/d", `Cookie: svc_preview=${grant}\r\n`),
+      get("/", `Authorization: Bearer ${user.token}\r\n`, other),
     ]);
     expect(mixed.map((a) => a.status)).toEqual([200, 404]);
   });

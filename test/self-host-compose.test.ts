@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHome, freePort, shipNewApp } from "./support/cli.ts";
 import { execIn, ROOT, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
+import { previewFetch } from "./support/preview-fetch.ts";
 
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -187,10 +188,10 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     await server.start({ Detach: true });
     const preview = await svc(["sessions", "preview", id]);
     expect(preview.code, preview.stderr).toBe(0);
-    let page = await fetch(preview.stdout.trim());
+    let page = await previewFetch(preview.stdout.trim());
     for (let i = 0; i < 50 && page.status !== 200; i++) {
       await sleep(100);
-      page = await fetch(preview.stdout.trim());
+      page = await previewFetch(preview.stdout.trim());
     }
     expect(await page.text()).toContain('<script type="module" src="/src/main.js">');
 
@@ -274,7 +275,8 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
       `${manifest}\n[[triggers]]\nslug = "once"\nschedule = "${onlyAt(at)}"\nprompt = "tick"\n${APP_ENTRY}`,
     );
     await execa("bash", ["-c", "git commit -qam trigger"], { cwd: app, env: GIT_ENV });
-    expect((await svc(["ship"])).code).toBe(0);
+    const shipped = await svc(["ship", "--merge"]);
+    expect(shipped.code, shipped.stderr).toBe(0);
 
     // Sessions asked for at once, through the edge, land on both replicas: each gets exactly one sandbox.
     const created = await Promise.all([1, 2, 3].map(() => svc(["sessions", "new"])));
@@ -293,7 +295,7 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
       const url = (await svc(["sessions", "preview", id])).stdout.trim();
       const statuses: number[] = [];
       for (let i = 0; i < 40 && statuses.filter((c) => c === 200).length < 4; i++) {
-        const res = await fetch(url);
+        const res = await previewFetch(url);
         await res.arrayBuffer();
         if (res.status === 200 || statuses.includes(200)) statuses.push(res.status);
         else await sleep(100);

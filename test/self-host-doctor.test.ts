@@ -31,10 +31,11 @@ describe("svc self-host doctor (the real CLI binary, a scripted model gateway)",
         `✓ the stack answers at http://127.0.0.1:${port}`,
         "✓ the Docker engine answers",
         "✓ the base image svc-debian:bookworm exists",
+        "✓ sandboxes reach only the API's and the model gateway's ports of this machine",
         "✗ no model is configured: svc self-host env set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=…",
       ].join("\n"),
     );
-    expect(doctor.stderr).toBe("error: 1 of 4 checks failed");
+    expect(doctor.stderr).toBe("error: 1 of 5 checks failed");
     const json = await run(["self-host", "doctor", "--json"]);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual({
@@ -43,6 +44,11 @@ describe("svc self-host doctor (the real CLI binary, a scripted model gateway)",
         { check: "stack", ok: true, detail: `the stack answers at http://127.0.0.1:${port}` },
         { check: "docker", ok: true, detail: "the Docker engine answers" },
         { check: "base-image", ok: true, detail: "the base image svc-debian:bookworm exists" },
+        {
+          check: "host-firewall",
+          ok: true,
+          detail: "sandboxes reach only the API's and the model gateway's ports of this machine",
+        },
         { check: "model", ok: false, detail: expect.stringContaining("no model is configured: svc self-host env set") },
       ],
     });
@@ -54,7 +60,7 @@ describe("svc self-host doctor (the real CLI binary, a scripted model gateway)",
     const ok = await run(["self-host", "doctor"]);
     expect(ok.code, ok.stdout + ok.stderr).toBe(0);
     const gatewayPort = new URL(llm.url).port;
-    expect(ok.stdout.split("\n").slice(3)).toEqual([
+    expect(ok.stdout.split("\n").slice(4)).toEqual([
       `✓ model 'good-model' at ${llm.url}`,
       `✓ the model gateway at ${llm.url} answers with model 'good-model'`,
       `✓ sandboxes reach the model gateway as http://host.docker.internal:${gatewayPort}`,
@@ -83,7 +89,7 @@ describe("svc self-host doctor (the real CLI binary, a scripted model gateway)",
       const res = await run(["self-host", "doctor"]);
       expect(res.code, pair).toBe(1);
       expect(res.stdout.split("\n").at(-1), pair).toBe(line);
-      expect(res.stderr).toBe("error: 1 of 5 checks failed");
+      expect(res.stderr).toBe("error: 1 of 6 checks failed");
       expect(res.stdout).not.toContain("sk-wrong-key-654321");
     }
 
@@ -114,7 +120,7 @@ describe("svc self-host doctor (the real CLI binary, a scripted model gateway)",
       expect(res.stdout.split("\n").at(-1)).toBe(
         `✗ the model gateway listens on loopback only: sandboxes call it as host.docker.internal:${lpPort}, this machine's Docker bridge address (${bridge}); make it listen on 0.0.0.0`,
       );
-      expect(res.stderr).toBe("error: 1 of 6 checks failed");
+      expect(res.stderr).toBe("error: 1 of 7 checks failed");
     } finally {
       loopbackOnly.close();
     }

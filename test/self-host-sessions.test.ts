@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireChromium } from "./support/browser.ts";
 import { cliHome, freePort, machineAddress, shipNewApp, svc } from "./support/cli.ts";
 import { execIn, removeInstallationNetworks, removeProjectContainers, requireDocker } from "./support/docker.ts";
+import { previewFetch } from "./support/preview-fetch.ts";
 
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 
@@ -54,18 +55,16 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     await server.start({ Detach: true });
     const preview = await run(["sessions", "preview", id]);
     expect(preview.code, preview.stderr).toBe(0);
-    const url = preview.stdout.trim();
-    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\/projects\/.+\/preview\/3000\/\?svc_preview=/);
-    let page = await fetch(url);
+    const browserUrl = preview.stdout.trim();
+    expect(browserUrl).toMatch(new RegExp(`^http://3000-${id}\\.localhost:\\d+/\\?svc_preview=`));
+    let page = await previewFetch(browserUrl);
     for (let i = 0; i < 50 && page.status !== 200; i++) {
       await new Promise((r) => setTimeout(r, 100));
-      page = await fetch(url);
+      page = await previewFetch(browserUrl);
     }
     expect(await page.text()).toContain('<script type="module" src="/src/main.js">');
 
-    // In a real browser, the browser URL runs the app: its root-relative module loads and its WebSocket answers.
-    const browserUrl = /in a browser.*: (\S+)/.exec(preview.stderr)?.[1];
-    expect(browserUrl).toMatch(new RegExp(`^http://3000-${id}\\.localhost:\\d+/\\?svc_preview=`));
+    // In a real browser, the URL runs the app: its root-relative module loads and its WebSocket answers.
     const tab = await (await browser.newContext()).newPage();
     await tab.goto(browserUrl!);
     await tab.waitForFunction(() => document.querySelector("#out")?.textContent !== "loading", null, {

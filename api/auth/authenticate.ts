@@ -35,6 +35,23 @@ export function personalUserId(principal: Principal, action: string): string {
 }
 
 /**
+ * A session's own token (SVC_CLI_TOKEN) acts on its session only: with the project's reach, an agent could read,
+ * prompt or stop its sibling sessions. Compared before any lookup, so it learns nothing of other ids either.
+ */
+export function checkSessionScope(principal: Principal, sessionId: string): void {
+  if (principal.kind === "project" && principal.sandbox && principal.sandbox.sessionId !== sessionId) {
+    throw apiError("SESSION_SCOPE", "a session's token acts on its own session only");
+  }
+}
+
+/** An agent starts no sessions: that would be a way around the session cap and around its own session's scope. */
+export function forbidSessionToken(principal: Principal, action: string): void {
+  if (principal.kind === "project" && principal.sandbox) {
+    throw apiError("SESSION_SCOPE", `a session's token cannot ${action}: use your own login (svc login)`);
+  }
+}
+
+/**
  * Who may call a route:
  * - public: anyone;
  * - account: user tokens only (SPEC: account routes reject project tokens);
@@ -140,13 +157,15 @@ export function registerAuthentication(app: FastifyInstance, deps: AuthDeps): vo
         throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key cannot call account routes");
       return;
     }
+    const { projectId: ref, sessionId } = req.params as { projectId?: string; sessionId?: string };
     if (policy === "principal") {
       if (principal.kind === "service")
         throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key is not an API token");
-      return;
+    } else {
+      if (!ref) throw new Error(`route ${req.routeOptions.url} has auth=project but no :projectId`);
+      req.project = await authorizeProject(deps, principal, ref, req.routeOptions.config.allowServiceKey ?? false);
     }
-    const ref = (req.params as { projectId?: string }).projectId;
-    if (!ref) throw new Error(`route ${req.routeOptions.url} has auth=project but no :projectId`);
-    req.project = await authorizeProject(deps, principal, ref, req.routeOptions.config.allowServiceKey ?? false);
+    // Every route under one session (`:sessionId`) is scoped here, not in each route.
+    if (sessionId !== undefined) checkSessionScope(principal, sessionId);
   });
 }

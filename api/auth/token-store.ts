@@ -1,6 +1,6 @@
 import { displayPrefix, hashSecret, newSecret } from "../../protocol/credential.ts";
 import type { MintedToken, Token } from "../../protocol/token.ts";
-import { TOKEN_PREFIX } from "../../protocol/token.ts";
+import { DEFAULT_TOKEN_DAYS, TOKEN_PREFIX } from "../../protocol/token.ts";
 import { iso } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
 import { createTtlCache } from "../ttl-cache.ts";
@@ -11,7 +11,7 @@ type TokenRow = {
   project_id: string | null;
   name: string;
   prefix: string;
-  expires_at: Date | null;
+  expires_at: Date;
   last_used_at: Date | null;
   revoked_at: Date | null;
   created_at: Date;
@@ -33,6 +33,7 @@ function toToken(row: TokenRow): Token {
     name: row.name,
     user_id: row.user_id,
     project_id: row.project_id,
+    session_id: row.session_id,
     prefix: row.prefix,
     expires_at: iso(row.expires_at),
     last_used_at: iso(row.last_used_at),
@@ -44,6 +45,7 @@ export type MintOptions = {
   userId: string;
   projectId?: string | null;
   name?: string;
+  /** Every token expires: DEFAULT_TOKEN_DAYS (30) unless the minter asks for another span. */
   expiresInDays?: number;
   /**
    * The session a project token is minted for (provisioning's SVC_CLI_TOKEN): the token then works only while a
@@ -70,7 +72,7 @@ export function createTokenStore(sql: Sql) {
   const cache = createTtlCache<string, (TokenRow & { sandbox_id: string | null }) | undefined>(CACHE_TTL_MS);
   /** Stores a token whose secret the caller already holds (self-host bootstrap); idempotent by hash. */
   async function insert(secret: string, opts: MintOptions): Promise<MintedToken> {
-    const expires = opts.expiresInDays ? new Date(Date.now() + opts.expiresInDays * 86_400_000) : null;
+    const expires = new Date(Date.now() + (opts.expiresInDays ?? DEFAULT_TOKEN_DAYS) * 86_400_000);
     const [row] = await sql.query<TokenRow>(
       `insert into tokens (user_id, project_id, name, token_hash, prefix, expires_at, session_id)
          values ($1, $2, $3, $4, $5, $6, $7)
@@ -103,7 +105,7 @@ export function createTokenStore(sql: Sql) {
         return found;
       });
       if (!row || row.revoked_at) return { status: "unknown" };
-      if (row.expires_at && row.expires_at.getTime() <= Date.now()) return { status: "expired" };
+      if (row.expires_at.getTime() <= Date.now()) return { status: "expired" };
       if (row.session_id && !row.sandbox_id) return { status: "ended" };
       if (!row.last_used_at || Date.now() - row.last_used_at.getTime() > LAST_USED_GRANULARITY_MS) {
         row.last_used_at = new Date();
@@ -117,6 +119,29 @@ export function createTokenStore(sql: Sql) {
     async revoke(id: string): Promise<void> {
       await sql.query("update tokens set revoked_at = now() where id = $1 and revoked_at is null", [id]);
       await cache.deleteWhere((row) => row?.id === id);
+    },
+
+    /** The user's tokens that still work (not revoked, not expired, a session's only while its sandbox lives). */
+    async listForUser(userId: string): Promise<Token[]> {
+      const rows = await sql.query<TokenRow>(
+        `select ${COLUMNS} from tokens t
+          where user_id = $1 and revoked_at is null and expires_at > now()
+            and (session_id is null or exists (select 1 from session_sandboxes b
+                  where b.token_id = t.id and b.status in ('provisioning', 'active')))
+          order by created_at desc, id`,
+        [userId],
+      );
+      return rows.map(toToken);
+    },
+
+    /** Revokes a token of `userId`'s own; false when that user has no such token (or it was revoked already). */
+    async revokeForUser(userId: string, id: string): Promise<boolean> {
+      const rows = await sql.query(
+        "update tokens set revoked_at = now() where id = $1 and user_id = $2 and revoked_at is null returning id",
+        [id, userId],
+      );
+      await cache.deleteWhere((row) => row?.id === id);
+      return rows.length > 0;
     },
   };
 }

@@ -100,7 +100,8 @@ export async function runTurn(
     let started = false;
     let answer = "";
     for await (const event of events) {
-      if (event.type === "ready" || event.session !== conversation) continue;
+      // An egress refusal is the sandbox's, not the conversation's: the session's log and events have it.
+      if (event.type === "ready" || event.type === "egress_refused" || event.session !== conversation) continue;
       if (event.type === "busy") started = true;
       if (!started) continue;
       if (event.type === "text") answer += event.delta;

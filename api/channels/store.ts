@@ -10,6 +10,8 @@ const toChannel = (row: ChannelRow): Channel => ({ ...row, created_at: iso(row.c
 /** channels, channel_events and channel_threads (migration 0014). */
 /** Seen event ids older than an hour are deleted at most this often (per process). */
 const EVENT_PRUNE_EVERY_MS = 10 * 60_000;
+/** Advisory lock class of connects (orchestrator/cluster.ts holds 0x737663 and 0x737664). */
+const CONNECT_LOCK_CLASS = 0x737665;
 
 export function createChannelStore(sql: Sql) {
   let lastPrune = 0;
@@ -34,15 +36,23 @@ export function createChannelStore(sql: Sql) {
       userId: string;
     }): Promise<Channel | undefined> {
       try {
-        const [row] = await sql.query<ChannelRow>(
-          `insert into channels (project_id, provider, team_id, channel_id, connected_by)
-           select $1, $2, $3, $4, $5
-           where not exists (select 1 from channels where provider = $2 and channel_id = $4
-             and (team_id is null or $3::text is null or team_id = $3))
-           returning ${COLUMNS}`,
-          [input.projectId, input.provider, input.teamId, input.channelId, input.userId],
-        );
-        return row && toChannel(row);
+        return await sql.transaction(async (tx) => {
+          // One connect of a channel id at a time: one naming a workspace and one naming none would pass each
+          // other's `not exists` when run at once, and no unique index can tell that they collide.
+          await tx.query("select pg_advisory_xact_lock($1, hashtext($2))", [
+            CONNECT_LOCK_CLASS,
+            `${input.provider}:${input.channelId}`,
+          ]);
+          const [row] = await tx.query<ChannelRow>(
+            `insert into channels (project_id, provider, team_id, channel_id, connected_by)
+             select $1, $2, $3, $4, $5
+             where not exists (select 1 from channels where provider = $2 and channel_id = $4
+               and (team_id is null or $3::text is null or team_id = $3))
+             returning ${COLUMNS}`,
+            [input.projectId, input.provider, input.teamId, input.channelId, input.userId],
+          );
+          return row && toChannel(row);
+        });
       } catch (err) {
         if (isUniqueViolation(err)) return undefined;
         throw err;

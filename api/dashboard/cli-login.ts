@@ -1,5 +1,6 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
+import { DEFAULT_TOKEN_DAYS } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import type { TokenStore } from "../auth/token-store.ts";
 import { apiError } from "../errors.ts";
@@ -24,6 +25,24 @@ const LoginQuery = z.object({ callback: Callback, state: State });
 const LoginForm = z.object({ _csrf: z.string(), callback: Callback, state: State }).strict();
 
 /**
+ * The callback never points at this API: on the machine that runs it (or its proxy), an authorize click would send
+ * the new token to the API itself, into its logs or a page of its own. Refused: the port the request came in on
+ * (the API's own, behind a proxy too), the public URL's and the browser's `Host` port (the front the browser
+ * reaches, a proxy's included), and privileged ports, which the CLI's ephemeral port never is. Refusing them
+ * whether or not the browser shares the API's machine costs nothing: the CLI cannot have bound them there.
+ */
+function checkCallbackPort(callback: string, req: FastifyRequest, publicUrl: string): void {
+  const port = new URL(callback).port;
+  const hostPort = URL.canParse(`http://${req.headers.host}`) ? new URL(`http://${req.headers.host}`).port : "";
+  const publicPort = new URL(publicUrl).port || (publicUrl.startsWith("https:") ? "443" : "80");
+  if (Number(port) < 1024 || [String(req.socket.localPort), publicPort, hostPort].includes(port)) {
+    throw apiError("VALIDATION_FAILED", "callback: must be the svc CLI's own port, not the API's or a privileged one", {
+      field: "callback",
+    });
+  }
+}
+
+/**
  * `svc login` without `--token`: the CLI opens `/dashboard/cli/login?callback=…&state=…`; a signed-in person's
  * Authorize mints a user token and sends it, with the CLI's state, to the CLI's loopback callback. Registered in
  * the signed-in scope of the dashboard.
@@ -32,10 +51,18 @@ export function cliLoginRoutes(deps: { tokens: TokenStore; accounts: AccountStor
   return async (app: FastifyInstance) => {
     app.get("/cli/login", async (req, reply) => {
       const query = parseInput(LoginQuery, req.query, "query");
-      const user = await deps.accounts.user(req.browserSession!.userId);
-      if (!user) throw apiError("UNAUTHENTICATED", "this browser's user no longer exists; sign in again");
+      checkCallbackPort(query.callback, req, deps.publicUrl());
+      const me = await deps.accounts.me(req.browserSession!.userId);
+      if (!me) throw apiError("UNAUTHENTICATED", "this browser's user no longer exists; sign in again");
       const host = new URL(deps.publicUrl()).host;
-      const page = cliLoginPage({ host, email: user.email, ...query, csrf: req.browserSession!.csrf });
+      const page = cliLoginPage({
+        host,
+        user: me.user,
+        accounts: me.accounts.map((a) => a.name),
+        days: DEFAULT_TOKEN_DAYS,
+        ...query,
+        csrf: req.browserSession!.csrf,
+      });
       // Authorize's form ends in a redirect to the CLI's origin: this page's form-action must allow that one.
       reply.header("content-security-policy", contentSecurityPolicy(new URL(query.callback).origin));
       return reply.type("text/html; charset=utf-8").send(page);
@@ -43,6 +70,8 @@ export function cliLoginRoutes(deps: { tokens: TokenStore; accounts: AccountStor
 
     app.post("/cli/login", { preHandler: requireCsrf }, async (req, reply) => {
       const form = parseInput(LoginForm, req.body, "body");
+      checkCallbackPort(form.callback, req, deps.publicUrl());
+      // A browser login lives DEFAULT_TOKEN_DAYS, the token store's default.
       const { token } = await deps.tokens.mint({ userId: req.browserSession!.userId, name: "cli (browser login)" });
       const target = new URL(form.callback);
       target.search = new URLSearchParams({ state: form.state, token }).toString();

@@ -19,14 +19,21 @@ import { cliLoginRoutes } from "./cli-login.ts";
 import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
 import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
-import { badSignInLinkPage, errorPage, signInPage } from "./pages/messages.ts";
+import { badSignInLinkPage, errorPage, signInConfirmPage, signInPage } from "./pages/messages.ts";
 import { projectPage } from "./pages/project.ts";
 import { projectsPage } from "./pages/projects.ts";
 import { settle } from "./part.ts";
 import { browserProject } from "./project-access.ts";
 import { SECURITY_HEADERS } from "./security-headers.ts";
-import { clearedSessionCookie, requireBrowserSession, requireCsrf, sessionCookie } from "./session-auth.ts";
+import {
+  clearedSessionCookie,
+  refuseOtherOrigins,
+  requireBrowserSession,
+  requireCsrf,
+  sessionCookie,
+} from "./session-auth.ts";
 import { sessionPages } from "./session-pages.ts";
+import { signInCodeUser } from "./sign-in-links.ts";
 import { STYLESHEET } from "./stylesheet.ts";
 
 export type DashboardDeps = SessionAccessDeps & {
@@ -45,6 +52,7 @@ const SignInQuery = z.object({
   next: z.string().max(2000).optional(),
   signed_out: z.string().optional(),
 });
+const SignInForm = z.object({ code: z.string().max(200), next: z.string().max(2000).optional() }).strict();
 const CrParams = z.object({ projectId: z.string(), crId: z.string().min(1).max(64) });
 const ActionForm = z
   .object({ _csrf: z.string(), message: SafeText.max(10_000).optional(), head_sha: CommitSha.optional() })
@@ -97,14 +105,31 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
 
   /** Pages anyone may see: the sign-in exchange and the stylesheet. */
   async function publicPages(app: FastifyInstance) {
+    // A link's GET only asks (login CSRF: a link planted elsewhere would sign the browser in as someone else);
+    // the page's Continue posts the code, which refuseOtherOrigins admits from this origin only.
     app.get("/sign-in", async (req, reply) => {
       const query = parseInput(SignInQuery, req.query, "query");
       if (!query.code) return reply.type(HTML).send(signInPage(query.signed_out !== undefined));
-      const userId = await deps.browserSessions.redeemCode(query.code);
+      const userId = await signInCodeUser(deps.sql, query.code);
+      const me = userId && (await deps.accounts.me(userId));
+      if (!me) return reply.code(401).type(HTML).send(badSignInLinkPage());
+      const page = signInConfirmPage({
+        email: me.user.email,
+        account: me.account.name,
+        days: BROWSER_SESSION_TTL_MS / 86_400_000,
+        code: query.code,
+        next: dashboardPath(query.next ?? "") ?? "/dashboard",
+      });
+      return reply.type(HTML).send(page);
+    });
+
+    app.post("/sign-in", async (req, reply) => {
+      const form = parseInput(SignInForm, req.body, "body");
+      const userId = await deps.browserSessions.redeemCode(form.code);
       if (!userId) return reply.code(401).type(HTML).send(badSignInLinkPage());
       const { secret } = await deps.browserSessions.open(userId);
       reply.header("set-cookie", sessionCookie(secret, BROWSER_SESSION_TTL_MS / 1000, secure()));
-      return reply.redirect(dashboardPath(query.next ?? "") ?? "/dashboard", 303);
+      return reply.redirect(dashboardPath(form.next ?? "") ?? "/dashboard", 303);
     });
 
     app.get(STYLESHEET_PATH.slice("/dashboard".length), async (_req, reply) =>
@@ -179,6 +204,7 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
       route.config = { ...route.config, auth: "public" };
     });
     app.decorateRequest("browserSession", null);
+    app.addHook("onRequest", refuseOtherOrigins);
     // HTML forms post urlencoded fields; nothing else of the API accepts them.
     app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_req, body, done) =>
       done(null, Object.fromEntries(new URLSearchParams(String(body)))),

@@ -5,7 +5,9 @@ import { type BrowserSession, type BrowserSessions, sameToken } from "./browser-
 export const SESSION_COOKIE = "svc_dashboard";
 /**
  * The cookie goes to the dashboard's paths only: host-only (no Domain, so never to `<port>-<session>.<domain>`
- * preview origins) and Path=/dashboard, so never to `/v1/…`, whose preview routes forward cookies to sandboxes.
+ * preview origins) and Path=/dashboard, so never to `/v1/…`. SameSite=Strict: a page of another site, a preview's
+ * included (`<label>.localhost` is same-site with `localhost`, but a link from it is a cross-site navigation
+ * elsewhere), never gets it along with a navigation or a form.
  */
 const COOKIE_PATH = "/dashboard";
 
@@ -24,7 +26,7 @@ export function sessionCookieValue(header: string | undefined): string | undefin
 }
 
 export function sessionCookie(secret: string, maxAgeS: number, secure: boolean): string {
-  return `${SESSION_COOKIE}=${secret}; Path=${COOKIE_PATH}; Max-Age=${maxAgeS}; HttpOnly; SameSite=Lax${secure ? "; Secure" : ""}`;
+  return `${SESSION_COOKIE}=${secret}; Path=${COOKIE_PATH}; Max-Age=${maxAgeS}; HttpOnly; SameSite=Strict${secure ? "; Secure" : ""}`;
 }
 
 export const clearedSessionCookie = (secure: boolean) => sessionCookie("", 0, secure);
@@ -46,9 +48,26 @@ export function requireBrowserSession(sessions: BrowserSessions) {
 }
 
 /**
+ * Every request of the dashboard that is not a read must come from a page of the dashboard's own origin: the
+ * browser says where a request comes from (`Origin`, `Sec-Fetch-Site`), and a preview page on a sibling host
+ * (`3000-<session>.localhost` beside `localhost`) is same-site, so SameSite cookies alone do not stop it. A
+ * client that sends neither header (curl, a script) is no browser: the CSRF token still binds its forms.
+ */
+export async function refuseOtherOrigins(req: FastifyRequest): Promise<void> {
+  if (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") return;
+  const site = req.headers["sec-fetch-site"];
+  const origin = req.headers.origin;
+  // By host: behind a TLS proxy the scheme this process sees is not the page's.
+  const fromHere = origin !== undefined && URL.canParse(origin) && new URL(origin).host === req.headers.host;
+  if ((site !== undefined && site !== "same-origin") || (origin !== undefined && !fromHere)) {
+    throw apiError("FORBIDDEN", "This request came from another site; the dashboard only takes its own pages' forms.");
+  }
+}
+
+/**
  * The preHandler of every state-changing form (after requireBrowserSession): its `_csrf` field must be the token
- * of this browser session, else 403. SameSite=Lax already keeps cross-site posts cookie-less; this is the
- * second lock, for same-site origins that are not ours.
+ * of this browser session, else 403. SameSite=Strict keeps cross-site posts cookie-less and refuseOtherOrigins
+ * refuses other origins of this site; this is the third lock, for a client that sends no Origin.
  */
 export async function requireCsrf(req: FastifyRequest): Promise<void> {
   const sent = (req.body as { _csrf?: unknown } | undefined)?._csrf;

@@ -92,7 +92,7 @@ export function sessionPages(deps: SessionAccessDeps, forward: Forwarder) {
       const { project, sessionId } = await target(req);
       const { port } = parseInput(PreviewForm, req.body, "body");
       const link = await createPreviewLink(deps, project, sessionId, req.browserSession!.userId, port);
-      return reply.redirect(link.browser_url ?? link.url, 303);
+      return reply.redirect(link.url, 303);
     });
   };
 }

@@ -1,6 +1,8 @@
 import type { FastifyInstance } from "fastify";
+import { hashSecret } from "../../protocol/credential.ts";
 import { SignInLinkBody } from "../../protocol/dashboard.ts";
 import { personalUserId } from "../auth/authenticate.ts";
+import type { Sql } from "../db/sql.ts";
 import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import type { BrowserSessions } from "./browser-sessions.ts";
@@ -8,6 +10,18 @@ import { dashboardPath } from "./next-path.ts";
 
 /** `next` in a query, readable: slashes stay as they are. */
 const queryPath = (path: string) => encodeURIComponent(path).replace(/%2F/g, "/");
+
+/**
+ * The user a sign-in link's code would sign in, without using it up: the page that asks before signing a browser
+ * in names that user. Undefined for a used, expired or unknown code.
+ */
+export async function signInCodeUser(sql: Sql, code: string): Promise<string | undefined> {
+  const [row] = await sql.query<{ user_id: string }>(
+    "select user_id from dashboard_sign_in_codes where code_hash = $1 and expires_at > now()",
+    [hashSecret(code)],
+  );
+  return row?.user_id;
+}
 
 /**
  * The CLI's way into the dashboard (`svc projects open`): a user token buys a one-time link for a browser. A

@@ -49,6 +49,8 @@ export function createGitHubAppTokens(app: GitHubApp) {
           "user-agent": "svc",
           "x-github-api-version": "2022-11-28",
         },
+        // The app's JWT goes to SVC_GITHUB_API_URL and nowhere else: a redirect is answered as a refusal (HTTP 3xx).
+        redirect: "manual",
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
     } catch (err) {

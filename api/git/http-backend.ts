@@ -12,7 +12,12 @@ export type CgiRequest = {
   body: Readable | undefined;
   remoteUser: string;
   remoteAddr: string;
+  /** Settles when the request must not reach git after all (a push past its size): git is stopped, this answers. */
+  refusal?: Promise<CgiAnswer>;
 };
+
+/** An answer of the API's own in place of git's. */
+export type CgiAnswer = { status: number; contentType: string; body: Buffer };
 
 const HEADER_END = Buffer.from("\r\n\r\n");
 const HEADER_END_LF = Buffer.from("\n\n");
@@ -44,11 +49,24 @@ export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record
     let head = Buffer.alloc(0);
     let headersSent = false;
     let stderr = "";
+    let refused = false;
     child.stderr.on("data", (chunk: Buffer) => {
       stderr += chunk.toString();
     });
+    void req.refusal?.then((answer) => {
+      if (res.writableEnded) return;
+      refused = true;
+      // Git never sees the end of the body, so receive-pack updates no ref and drops the quarantined pack.
+      req.body?.unpipe(child.stdin);
+      child.stdin.destroy();
+      child.kill("SIGKILL");
+      // Until the body ends, receive-pack writes nothing after http-backend's headers: the answer follows them.
+      if (!headersSent) res.writeHead(answer.status, { "content-type": answer.contentType });
+      res.end(answer.body);
+    });
 
     child.stdout.on("data", (chunk: Buffer) => {
+      if (refused) return;
       if (headersSent) {
         res.write(chunk);
         return;
@@ -76,11 +94,13 @@ export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record
     });
 
     child.on("close", (code) => {
-      if (!headersSent) {
-        res.writeHead(500, { "content-type": "text/plain" });
-        res.write(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? code}\n`);
+      if (!refused) {
+        if (!headersSent) {
+          res.writeHead(500, { "content-type": "text/plain" });
+          res.write(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? code}\n`);
+        }
+        res.end();
       }
-      res.end();
       resolve(code ?? -1);
     });
     child.stdin.on("error", () => {});

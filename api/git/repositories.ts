@@ -2,6 +2,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Project } from "../../protocol/project.ts";
 import { type BranchTips, createTipsCache } from "./refs.ts";
+import { pinnedAddresses, type RemoteAddressCheck } from "./remote-address.ts";
 import { configEnv, git } from "./run.ts";
 
 /**
@@ -16,7 +17,9 @@ const PUSH = ["-c", "remote.origin.mirror=false", "push", "--quiet"];
 
 export class RepoUnavailableError extends Error {}
 
-type RepoRef = Pick<Project, "id" | "repo_kind" | "repo_url">;
+/** Where a project's git dir is; a remote's credential and reach also depend on its URL and account. */
+type RepoLocation = Pick<Project, "id" | "repo_kind">;
+type RepoRef = RepoLocation & Pick<Project, "account_id" | "repo_url">;
 
 export type RepositoriesOptions = {
   /** Where bare repositories (managed) and mirrors (external) live. */
@@ -28,6 +31,10 @@ export type RepositoriesOptions = {
   /** The self-host repository-access token (a fixed one, or a GitHub App's), sent only under `repoAccessUrl`. */
   repoAccessToken?: () => Promise<string>;
   repoAccessUrl?: string;
+  /** Whether the self-host token serves this account's projects (SVC_REPO_ACCESS_ACCOUNTS); without it, none. */
+  repoAccessServes?: (accountId: string) => Promise<boolean>;
+  /** Where a remote may be (SVC_REPO_ALLOWED_HOSTS): asked before every clone, fetch and push. */
+  checkRemote: RemoteAddressCheck;
   /** A project's own token for its external repository (its `GIT_ACCESS_TOKEN` secret). */
   projectAccessToken?: (projectId: string) => Promise<string | undefined>;
   /** Called after an external mirror was fetched (its default branch may have moved). */
@@ -44,15 +51,22 @@ export function createRepositories(options: RepositoriesOptions) {
   /**
    * Credentials for a remote, passed through the environment (never argv, never the mirror's config) and each
    * scoped by URL prefix: the project's own `GIT_ACCESS_TOKEN` secret for its repository, the self-host token
-   * for its host. Neither is ever sent anywhere else.
+   * for its host and the accounts it serves. Neither is ever sent anywhere else, nor along a redirect.
+   * Throws RepoUnavailableError when the remote's host now resolves where no repository may be (DNS changes).
    */
   async function remoteEnv(p: RepoRef, config: [string, string][] = []): Promise<Record<string, string>> {
+    const verdict = await options.checkRemote(p.repo_url ?? "");
+    if (!verdict.ok) throw new RepoUnavailableError(verdict.reason);
     const headers: [string, string][] = [];
     const own = p.repo_url && /^https?:\/\//.test(p.repo_url) ? await options.projectAccessToken?.(p.id) : undefined;
     if (own) headers.push([p.repo_url!, own]);
     const accessUrl = options.repoAccessUrl ?? "https://github.com/";
     // Asked only for a remote it would be sent to: a GitHub App's token costs a request to mint.
-    if (options.repoAccessToken && p.repo_url?.startsWith(accessUrl))
+    if (
+      options.repoAccessToken &&
+      p.repo_url?.startsWith(accessUrl) &&
+      (await options.repoAccessServes?.(p.account_id)) === true
+    )
       headers.push([accessUrl, await options.repoAccessToken()]);
     // GIT_ALLOW_PROTOCOL overrides any `protocol.*.allow`; `protocol.file.allow=never` says the same to a git
     // that would read config first.
@@ -61,6 +75,10 @@ export function createRepositories(options: RepositoriesOptions) {
       ...configEnv([
         ...config,
         ["protocol.file.allow", "never"],
+        // git's default (`initial`) follows a redirect of the first request to any host and then sends every later
+        // request, extraHeader included, there: a remote that moved answers as unreachable instead.
+        ["http.followRedirects", "false"],
+        ...pinnedAddresses(verdict),
         ...headers.map(([url, token]): [string, string] => [
           `http.${url}.extraHeader`,
           `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString("base64")}`,
@@ -74,7 +92,7 @@ export function createRepositories(options: RepositoriesOptions) {
 
   const managedDir = (projectId: string) => join(options.dataDir, "repos", `${projectId}.git`);
   const mirrorDir = (projectId: string) => join(options.dataDir, "mirrors", `${projectId}.git`);
-  const dirOf = (p: RepoRef) => (p.repo_kind === "managed" ? managedDir(p.id) : mirrorDir(p.id));
+  const dirOf = (p: RepoLocation) => (p.repo_kind === "managed" ? managedDir(p.id) : mirrorDir(p.id));
 
   async function fetchMirror(p: RepoRef): Promise<void> {
     const dir = mirrorDir(p.id);
@@ -142,7 +160,7 @@ export function createRepositories(options: RepositoriesOptions) {
     }
   }
 
-  function invalidate(p: RepoRef): void {
+  function invalidate(p: RepoLocation): void {
     tipsCache.invalidate(dirOf(p));
     fetchedAt.delete(p.id);
   }

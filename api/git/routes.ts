@@ -12,6 +12,7 @@ import { isUuid, type ProjectStore } from "../projects/store.ts";
 import type { CloneCredentials } from "./clone-credentials.ts";
 import { sessionBranchOf } from "./hooks.ts";
 import { runHttpBackend } from "./http-backend.ts";
+import { maxPushBytes, meteredPush, refuseOversizedPush } from "./push-limit.ts";
 import { type Repositories, RepoUnavailableError } from "./repositories.ts";
 import { configEnv } from "./run.ts";
 
@@ -25,6 +26,8 @@ export type GitRouteDeps = AuthDeps & {
   /** Told after a push to a managed repository was received (a person may have moved the default branch). */
   onPushed?: (projectId: string) => void;
   publicUrl: () => string;
+  /** The largest push accepted, in MB (SVC_GIT_MAX_PUSH_MB): a bigger one is refused before any ref moves. */
+  maxPushMb: number;
 };
 
 /** Only the smart protocol's three endpoints: no dumb-HTTP file access into the repository. */
@@ -145,9 +148,28 @@ export function gitRoutes(deps: GitRouteDeps) {
             throw err;
           }
         }
-        const hooks: [string, string][] = [["core.hooksPath", deps.hooksDir]];
-        const hookEnv =
-          external && rest === "git-receive-pack" ? await relayEnv(deps, project, hooks) : configEnv(hooks);
+        const receiving = rest === "git-receive-pack" && req.method === "POST";
+        const body = (req.body as Readable | undefined) ?? req.raw;
+        if (receiving && Number(req.headers["content-length"]) > maxPushBytes(deps.maxPushMb)) {
+          reply.hijack();
+          return refuseOversizedPush(reply.raw, body, deps.maxPushMb);
+        }
+        // A chunked push declares no length: counted as it streams, and git's own limit backs that up (a gzip body
+        // inflates past its length).
+        const metered = receiving ? meteredPush(body, deps.maxPushMb) : undefined;
+        const hooks: [string, string][] = [
+          ["core.hooksPath", deps.hooksDir],
+          ["receive.maxInputSize", String(maxPushBytes(deps.maxPushMb))],
+        ];
+        let hookEnv: Record<string, string>;
+        try {
+          hookEnv = external && rest === "git-receive-pack" ? await relayEnv(deps, project, hooks) : configEnv(hooks);
+        } catch (err) {
+          // The remote's host now resolves where no repository may be: nothing is relayed, nothing received.
+          if (err instanceof RepoUnavailableError)
+            return deny(reply, 502, "the project's repository cannot be reached");
+          throw err;
+        }
         // The one branch a sandbox may push: looked up for pushes only.
         const pushBranch =
           rest === "git-receive-pack" && who.sandboxId ? await sessionBranchOf(deps.sql, who.sandboxId) : "";
@@ -160,9 +182,10 @@ export function gitRoutes(deps: GitRouteDeps) {
             pathInfo: `/${basename(dir)}/${rest}`,
             query,
             headers: req.headers,
-            body: req.method === "POST" ? ((req.body as Readable | undefined) ?? req.raw) : undefined,
+            body: metered?.body ?? (req.method === "POST" ? body : undefined),
             remoteUser: who.userId,
             remoteAddr: req.ip,
+            refusal: metered?.refusal,
           },
           reply.raw,
           {

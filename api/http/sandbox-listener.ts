@@ -3,7 +3,7 @@ import type { Server } from "node:http";
 import { BlockList, createServer, isIPv4, type Server as NetServer } from "node:net";
 
 /**
- * Lets sandboxes reach an API that listens on loopback only: a TCP listener on the host's address on the sandbox
+ * Lets sandboxes reach an API that listens on loopback only: a TCP listener on the host's address on each sandbox
  * network (their host.docker.internal) hands each connection to the API's own HTTP server. Only peers inside that
  * network's subnet are served, so a machine that routes to the address from outside gets nothing.
  */
@@ -12,7 +12,8 @@ export function createSandboxListener(
   port: () => number,
   log: (msg: string, extra: Record<string, unknown>) => void,
 ) {
-  let current: { address: string; listener: NetServer; ready: Promise<void> } | undefined;
+  // By address: the open and the internal network each have one; a network made again elsewhere adds another.
+  const listeners = new Map<string, { listener: NetServer; ready: Promise<void> }>();
 
   async function listen(listener: NetServer, network: { hostAddress: string; subnet: string }): Promise<void> {
     // Same port as the API's, so the API must listen first (a sandbox may be started before it does).
@@ -26,8 +27,8 @@ export function createSandboxListener(
 
   /** Listens on the network's host address, once per address; a later call for it waits for the same listener. */
   function bind(network: { hostAddress: string; subnet: string }): Promise<void> {
-    if (current?.address === network.hostAddress) return current.ready;
-    current?.listener.close();
+    const known = listeners.get(network.hostAddress);
+    if (known) return known.ready;
     const [base, bits] = network.subnet.split("/");
     const allowed = new BlockList();
     allowed.addSubnet(base!, Number(bits), "ipv4");
@@ -37,17 +38,19 @@ export function createSandboxListener(
       server.emit("connection", socket);
     });
     const ready = listen(listener, network);
-    const entry = { address: network.hostAddress, listener, ready };
-    current = entry;
+    const entry = { listener, ready };
+    listeners.set(network.hostAddress, entry);
     // A failed bind is tried again by the next sandbox.
     ready.catch(() => {
-      if (current === entry) current = undefined;
+      if (listeners.get(network.hostAddress) === entry) listeners.delete(network.hostAddress);
     });
     return ready;
   }
 
   return {
     bind,
-    close: () => current?.listener.close(),
+    close: () => {
+      for (const { listener } of listeners.values()) listener.close();
+    },
   };
 }

@@ -95,7 +95,7 @@ describe("parseManifest", () => {
 
   it("gives the empty default for an empty file", () => {
     expect(parseManifest("")).toEqual({
-      manifest: { project: {}, agent: { config_dir: ".svc/agent" }, env: {}, triggers: [], apps: [] },
+      manifest: { project: {}, agent: { config_dir: ".svc/agent" }, sandbox: {}, env: {}, triggers: [], apps: [] },
     });
   });
 
@@ -147,5 +147,19 @@ describe("parseManifest", () => {
     expect(one('slug = "a"\nschedule = "* * * * *"\nprompt = "p"\nenable = false\n')).toMatchObject({
       error: { key: "triggers[0].enable", line: 5 },
     });
+  });
+
+  it("reads [sandbox] egress: names, '*.' domains, IPv4 addresses, ports; anything else at its line", () => {
+    const egress = (list: string) => parseManifest(`[sandbox]\negress = ${list}\n`);
+    expect(egress('["Registry.npmjs.org", "*.pypi.org:443", "10.0.0.5:8080", "allowed.localhost:9000"]')).toEqual({
+      manifest: expect.objectContaining({
+        sandbox: { egress: ["registry.npmjs.org", "*.pypi.org:443", "10.0.0.5:8080", "allowed.localhost:9000"] },
+      }),
+    });
+    expect(egress("[]")).toMatchObject({ manifest: { sandbox: { egress: [] } } });
+    expect(parseManifest("[sandbox]\n")).toMatchObject({ manifest: { sandbox: {} } });
+    for (const bad of ["*", "*.", "https://example.com", "exa mple.com", "example.com:0", "[::1]:80", "*.10.0.0.1"]) {
+      expect(egress(JSON.stringify([bad])), bad).toMatchObject({ error: { key: "sandbox.egress[0]", line: 2 } });
+    }
   });
 });

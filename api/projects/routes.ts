@@ -5,6 +5,7 @@ import type { AccountStore } from "../accounts/store.ts";
 import { actingUserId, personalUserId } from "../auth/authenticate.ts";
 import type { TokenStore } from "../auth/token-store.ts";
 import { apiError } from "../errors.ts";
+import type { RemoteAddressCheck } from "../git/remote-address.ts";
 import type { Repositories } from "../git/repositories.ts";
 import { parseInput } from "../http/validate.ts";
 import { type ProjectStore, slugify } from "./store.ts";
@@ -30,6 +31,7 @@ export type ProjectRouteDeps = {
   projects: ProjectStore;
   tokens: TokenStore;
   repos: Repositories;
+  checkRepoUrl: RemoteAddressCheck;
 };
 
 export function projectRoutes(deps: ProjectRouteDeps) {
@@ -50,6 +52,12 @@ export function projectRoutes(deps: ProjectRouteDeps) {
       const accounts = await deps.accounts.accounts(userId);
       const account = body.account_id ? accounts.find((a) => a.id === body.account_id) : accounts[0];
       if (!account) throw apiError("NOT_A_MEMBER", "you are not a member of that account", { field: "account_id" });
+      if (body.repo_url) {
+        // Before anything is stored or fetched: git connects nowhere for a URL refused here.
+        const verdict = await deps.checkRepoUrl(body.repo_url);
+        if (!verdict.ok)
+          throw apiError("REPO_URL_FORBIDDEN", `repo_url refused: ${verdict.reason}`, { field: "repo_url" });
+      }
       const project = await deps.projects.create({
         accountId: account.id,
         name: body.name,

@@ -1,13 +1,19 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Project } from "../../protocol/project.ts";
-import { actingUserId, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
+import {
+  actingUserId,
+  authorizeProject,
+  bearer,
+  checkSessionScope,
+  resolvePrincipal,
+} from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { isUuid } from "../projects/store.ts";
 import { PREVIEW_COOKIE, PREVIEW_PARAM, PreviewGrant, verifyPreviewGrant } from "./preview-grant.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
 
-/** Where a preview is served: under the API's path, or at the root of its own host. */
-export type PreviewPlace = { projectId?: string; sessionId: string; port: number };
+/** What a preview host names: `<port>-<session>.<preview domain>`. */
+export type PreviewPlace = { sessionId: string; port: number };
 
 export type PreviewAccess = {
   project: Project;
@@ -60,8 +66,8 @@ function claimedProject(token: string): string | undefined {
 }
 
 /**
- * Who is previewing: a bearer token with access to the project (the API's usual rule, path-based previews
- * only), or a preview link's grant from the query (first visit) or from the cookie that visit set. A grant
+ * Who is previewing: a bearer token with access to the session's project (the API's usual rule, for clients such
+ * as curl), or a preview link's grant from the query (first visit) or from the cookie that visit set. A grant
  * is bound to one user, project, session and port, and its user must still be a member of the account.
  */
 export async function authorizePreview(
@@ -70,9 +76,13 @@ export async function authorizePreview(
   place: PreviewPlace,
   fromQuery: string | undefined,
 ): Promise<PreviewAccess> {
-  if (req.headers.authorization && place.projectId) {
+  if (req.headers.authorization) {
     const principal = await resolvePrincipal(deps, bearer(req));
-    const project = await authorizeProject(deps, principal, place.projectId, false);
+    // A session's own token previews its own sandbox only, as on every session route.
+    checkSessionScope(principal, place.sessionId);
+    const projectId = await sessionsOf(deps).projectOf(place.sessionId);
+    if (!projectId) throw apiError("SESSION_NOT_FOUND", `session ${place.sessionId} not found`);
+    const project = await authorizeProject(deps, principal, projectId, false);
     const target = await sessionsOf(deps).sandboxTarget(project, place.sessionId);
     return { project, userId: actingUserId(principal), target };
   }
@@ -82,7 +92,7 @@ export async function authorizePreview(
   }
   const invalid = () =>
     apiError("UNAUTHENTICATED", "invalid or expired preview link; run `svc sessions preview` for a new one");
-  const projectId = place.projectId ?? claimedProject(candidates[0]!);
+  const projectId = claimedProject(candidates[0]!);
   const project = projectId && isUuid(projectId) ? await deps.projects.byId(projectId) : undefined;
   if (!project) throw invalid();
   const target = await sessionsOf(deps).sandboxTarget(project, place.sessionId);

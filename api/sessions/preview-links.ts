@@ -3,14 +3,10 @@ import type { Project } from "../../protocol/project.ts";
 import { PREVIEW_LINK_TTL_S, PREVIEW_PARAM, signPreviewGrant } from "./preview-grant.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
 
-export const previewPath = (projectId: string, sessionId: string, port: number) =>
-  `/v1/projects/${projectId}/sessions/${encodeURIComponent(sessionId)}/preview/${port}/`;
-
-export function previewOrigin(deps: SessionAccessDeps, sessionId: string, port: number): string | undefined {
-  const domain = deps.previewDomain();
-  if (!domain) return undefined;
+/** `<port>-<session>.<preview domain>` on the API's scheme and port: where a sandbox port is served. */
+export function previewOrigin(deps: SessionAccessDeps, sessionId: string, port: number): string {
   const api = new URL(deps.publicUrl());
-  return `${api.protocol}//${port}-${sessionId}.${domain}${api.port ? `:${api.port}` : ""}`;
+  return `${api.protocol}//${port}-${sessionId}.${deps.previewDomain()}${api.port ? `:${api.port}` : ""}`;
 }
 
 /** `svc sessions preview`: URLs for one sandbox port that work without an Authorization header. */
@@ -30,10 +26,8 @@ export async function createPreviewLink(
     port,
     exp,
   });
-  const origin = previewOrigin(deps, sessionId, port);
   return {
-    url: `${deps.publicUrl()}${previewPath(project.id, sessionId, port)}?${PREVIEW_PARAM}=${grant}`,
-    browser_url: origin ? `${origin}/?${PREVIEW_PARAM}=${grant}` : null,
+    url: `${previewOrigin(deps, sessionId, port)}/?${PREVIEW_PARAM}=${grant}`,
     port,
     expires_at: new Date(exp * 1000).toISOString(),
   };

@@ -1,6 +1,5 @@
 import { Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { FastifyInstance } from "fastify";
 import httpProxy from "http-proxy";
 import { z } from "zod";
 import type { Forwarder } from "../../protocol/http-forward.ts";
@@ -9,10 +8,8 @@ import { PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
 import { refuseUpgrade, writeError } from "../http/error-handler.ts";
-import { parseInput } from "../http/validate.ts";
 import { authorizePreview, type PreviewAccess, type PreviewPlace, splitCookies, splitUrl } from "./preview-auth.ts";
 import { PREVIEW_COOKIE } from "./preview-grant.ts";
-import { previewPath } from "./preview-links.ts";
 import { type DaemonAddress, daemonAddress, daemonRequest, previewHeaders } from "./preview-tunnel.ts";
 import type { SessionAccessDeps } from "./session-access.ts";
 
@@ -24,26 +21,17 @@ const CONTEXT_TTL_S = 60;
  * stops working within this bound.
  */
 const CONNECTION_AUTH_MS = 5000;
-const PATH_PREVIEW = /^\/v1\/projects\/([^/]+)\/sessions\/([^/]+)\/preview\/([^/?]+)(\/[^?]*)?/;
 const SESSION_ID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 
 const Place = z.object({ sessionId: z.string().min(1).max(100), port: PreviewPort });
 
-function decodePart(part: string): string {
-  try {
-    return decodeURIComponent(part);
-  } catch {
-    throw apiError("BAD_REQUEST", `'${part.slice(0, 100)}' is not a valid URL path segment`);
-  }
-}
-
 /**
- * Previews of sandbox ports. The API forwards to the sandbox daemon's /proxy/{port}/ with a freshly signed
- * X-Svc-User-Context for the user; the caller's token, the link's grant and its cookie never reach the sandbox.
- * Two places serve the same thing: `/v1/projects/{p}/sessions/{s}/preview/{port}/...` on the API's origin,
- * and the root of `<port>-<session>.<preview domain>`, where an app's root-relative paths (`/src/main.ts`,
- * `/@vite/client`) resolve as they do on the developer's machine. WebSocket upgrades (dev-server hot reload)
- * pass through both.
+ * Previews of sandbox ports, served only at the root of their own host, `<port>-<session>.<preview domain>`: a
+ * page an agent serves runs in an origin of its own, never the API's or the dashboard's, so it can reach neither
+ * their cookies nor their same-origin APIs; and an app's root-relative paths (`/src/main.ts`, `/@vite/client`)
+ * resolve as they do on the developer's machine. The API forwards to the sandbox daemon's /proxy/{port}/ with a
+ * freshly signed X-Svc-User-Context for the user; the caller's token, the link's grant and its cookie never reach
+ * the sandbox. WebSocket upgrades (dev-server hot reload) pass through.
  */
 export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logError: (err: unknown) => void) {
   // Plain requests go through `forward`'s undici pools; WebSocket upgrades through http-proxy.
@@ -80,7 +68,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
    */
   function cachedAuthorization(socket: Socket, headers: IncomingHttpHeaders, place: PreviewPlace) {
     const credential = headers.authorization ?? splitCookies(headers.cookie).grants.join(";");
-    const key = `${place.projectId ?? ""}/${place.sessionId}/${place.port}/${credential}`;
+    const key = `${place.sessionId}/${place.port}/${credential}`;
     const cached = byConnection.get(socket);
     return {
       key,
@@ -110,20 +98,14 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
   }
 
   /** Rewrites the request for the daemon: strips credentials, adds the user context, remembers the cookie. */
-  function prepare(
-    req: IncomingMessage,
-    authorized: Authorized,
-    place: PreviewPlace,
-    rest: string,
-    cookiePath: string,
-  ) {
+  function prepare(req: IncomingMessage, authorized: Authorized, place: PreviewPlace, rest: string) {
     const { access } = authorized;
     delete req.headers.authorization;
     const cookies = splitCookies(req.headers.cookie);
     if (cookies.rest) req.headers.cookie = cookies.rest;
     else delete req.headers.cookie;
     const setCookie = access.grant
-      ? `${PREVIEW_COOKIE}=${access.grant.token}; Path=${cookiePath}; Max-Age=${access.grant.exp - Math.floor(Date.now() / 1000)}; HttpOnly; SameSite=Lax${secure()}`
+      ? `${PREVIEW_COOKIE}=${access.grant.token}; Path=/; Max-Age=${access.grant.exp - Math.floor(Date.now() / 1000)}; HttpOnly; SameSite=Lax${secure()}`
       : undefined;
     req.url = `/proxy/${place.port}${rest.startsWith("/") ? rest : `/${rest}`}`;
     return { target: access.target.url, headers: { [USER_CONTEXT_HEADER]: authorized.context }, setCookie };
@@ -136,39 +118,18 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     if (writeError(res, err) === 500) logError(err);
   }
 
-  /** Where a request for the API's own origin or a preview host wants to go; undefined when it is not a preview. */
+  /** The session and port a preview host names, and the path asked for; undefined when it is not a preview. */
   function placeOf(url: string, hostHeader: string | undefined) {
     const host = previewHost(hostHeader);
-    if (host) {
-      const place = Place.safeParse({ port: host[1], sessionId: host[2]!.toLowerCase() });
-      return place.success ? { ...place.data, rest: url, cookiePath: "/", bare: false } : undefined;
-    }
-    const path = PATH_PREVIEW.exec(url);
-    if (!path) return undefined;
-    const rest = (path[4] ?? "/") + (url.includes("?") ? url.slice(url.indexOf("?")) : "");
-    // `bare`: the path ends at the port, which only upgrades take (the route wants `/preview/{port}/...`).
-    return { ...previewOf(path[1]!, path[2]!, path[3]!), rest, bare: path[4] === undefined };
-  }
-
-  // A page's requests share their preview prefix: it is decoded and validated once, not on every request.
-  const prefixes = new Map<string, { projectId: string; sessionId: string; port: number; cookiePath: string }>();
-  function previewOf(rawProject: string, rawSession: string, rawPort: string) {
-    const key = `${rawProject}/${rawSession}/${rawPort}`;
-    let known = prefixes.get(key);
-    if (!known) {
-      const place = parseInput(Place, { sessionId: decodePart(rawSession), port: rawPort }, "params");
-      const projectId = decodePart(rawProject);
-      known = { ...place, projectId, cookiePath: previewPath(projectId, place.sessionId, place.port) };
-      if (prefixes.size >= 1024) prefixes.clear();
-      prefixes.set(key, known);
-    }
-    return known;
+    if (!host) return undefined;
+    const place = Place.safeParse({ port: host[1], sessionId: host[2]!.toLowerCase() });
+    return place.success ? { ...place.data, rest: url } : undefined;
   }
 
   async function web(req: IncomingMessage, res: ServerResponse, place: NonNullable<ReturnType<typeof placeOf>>) {
     const url = splitUrl(place.rest);
     const authorized = await authorize(req.socket, req.headers, place, url.grant);
-    const { target, headers, setCookie } = prepare(req, authorized, place, url.path + url.query, place.cookiePath);
+    const { target, headers, setCookie } = prepare(req, authorized, place, url.path + url.query);
     // A link's first visit closes its connection: the page's next requests, carrying the cookie, open one that the
     // tunnel takes, instead of staying on this slower path for the connection's life.
     if (setCookie) res.setHeader("connection", "close");
@@ -189,7 +150,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     } catch {
       return undefined;
     }
-    if (!place || place.bare) return undefined;
+    if (!place) return undefined;
     const url = splitUrl(place.rest);
     if (url.grant !== undefined) return undefined;
     const path = `/proxy/${place.port}${url.path.startsWith("/") ? "" : "/"}${url.path}${url.query}`;
@@ -203,22 +164,6 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
   return {
     admit,
 
-    /** Fastify routes for the path-based previews. */
-    routes: async (app: FastifyInstance) => {
-      // Request bodies of every type stream through untouched: no parser may consume them here.
-      app.removeAllContentTypeParsers();
-      app.addContentTypeParser("*", (_req, payload, done) => done(null, payload));
-      app.all(
-        "/v1/projects/:projectId/sessions/:sessionId/preview/:port/*",
-        { config: { auth: "public" } },
-        async (req, reply) => {
-          const place = placeOf(req.raw.url ?? "/", req.raw.headers.host)!;
-          reply.hijack();
-          await web(req.raw, reply.raw, place).catch((err) => fail(reply.raw, err));
-        },
-      );
-    },
-
     /** Serves a request for a preview host; false when the request is for the API itself. */
     serveHost(req: IncomingMessage, res: ServerResponse): boolean {
       if (!previewHost(req.headers.host)) return false;
@@ -228,7 +173,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
       return true;
     },
 
-    /** WebSocket upgrades on either kind of preview URL; anything else is refused. */
+    /** WebSocket upgrades on a preview host; anything else is refused. */
     upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       socket.on("error", () => socket.destroy());
       (async () => {
@@ -240,7 +185,6 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
           await authorize(req.socket, req.headers, place, url.grant),
           place,
           url.path + url.query,
-          place.cookiePath,
         );
         proxy.ws(req, socket, head, { target, headers }, () => socket.destroy());
       })().catch((err) => refuseUpgrade(socket, err, logError));

@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { CreatePreviewBody } from "../../protocol/preview.ts";
 import { CreateSessionBody, Session } from "../../protocol/session.ts";
-import { actingUserId, authorizeProject } from "../auth/authenticate.ts";
+import { actingUserId, authorizeProject, forbidSessionToken } from "../auth/authenticate.ts";
 import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import { createPreviewLink } from "./preview-links.ts";
@@ -21,6 +21,7 @@ export function sessionRoutes(deps: SessionAccessDeps) {
   const service = () => sessionsOf(deps);
   return async (app: FastifyInstance) => {
     app.post(BASE, async (req, reply) => {
+      forbidSessionToken(req.principal!, "start sessions");
       const body = parseInput(CreateSessionBody, req.body ?? {}, "body");
       const session = await service().create(req.project!, body, actingUserId(req.principal!));
       return reply.code(201).send(present(session));
@@ -41,7 +42,12 @@ export function sessionRoutes(deps: SessionAccessDeps) {
       return present(await service().get(project, sessionId));
     });
 
-    app.get(BASE, async (req) => ({ sessions: (await service().list(req.project!)).map(present) }));
+    app.get(BASE, async (req) => {
+      const sessions = await service().list(req.project!);
+      // A session's token sees its own session only: its siblings' ids would be what it needs to reach them.
+      const own = req.principal?.kind === "project" ? req.principal.sandbox?.sessionId : undefined;
+      return { sessions: sessions.filter((s) => own === undefined || s.session_id === own).map(present) };
+    });
 
     app.get(`${BASE}/:sessionId`, async (req) => {
       const { sessionId } = parseInput(Params, req.params, "params");

@@ -12,7 +12,7 @@ import {
   Frame,
   LogsQuery,
 } from "../../protocol/sandbox-access.ts";
-import { authorizeProject, bearer, type Principal, resolvePrincipal } from "../auth/authenticate.ts";
+import { authorizeProject, bearer, checkSessionScope, type Principal, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { errorResponse, refuseUpgrade } from "../http/error-handler.ts";
 import { sendJsonLines } from "../http/json-lines.ts";
@@ -147,6 +147,7 @@ export function execUpgrade(deps: SessionAccessDeps, logError: (err: unknown) =>
       const params = parseInput(Params, { projectId: decode(place[1]!), sessionId: decode(place[2]!) }, "params");
       const principal = await resolvePrincipal(deps, bearer(req));
       const project = await authorizeProject(deps, principal, params.projectId, false);
+      checkSessionScope(principal, params.sessionId);
       refuseSessionToken(principal);
       const query = parseInput(ExecQuery, queryObject(url.searchParams), "query");
       const running = await sessionsOf(deps).exec(project, params.sessionId, {

@@ -6,8 +6,8 @@ import type { SessionService } from "./service.ts";
 export type SessionAccessDeps = AuthDeps & {
   sessions: SessionService | undefined;
   publicUrl: () => string;
-  /** `<port>-<session>.<domain>` serves a preview at the root of its own origin; undefined turns that off. */
-  previewDomain: () => string | undefined;
+  /** `<port>-<session>.<domain>` serves a preview at the root of its own origin (default `localhost`). */
+  previewDomain: () => string;
 };
 
 /** The session service, or 503 on a server that runs without a sandbox driver. */

@@ -199,6 +199,16 @@ export function createSessionStore(sql: Sql) {
       return row?.service_key_enc ?? null;
     },
 
+    /** The provisioning or active sandbox a service key (by its hash) belongs to: the egress proxy's credential. */
+    async liveSandboxByKey(serviceKeyHash: string): Promise<SandboxRecord | undefined> {
+      const [row] = await sql.query<SandboxRecord>(
+        `select sandbox_id, session_id, project_id, status, container_id, url, token_id, created_at
+         from session_sandboxes where service_key_hash = $1 and status in ('provisioning', 'active')`,
+        [serviceKeyHash],
+      );
+      return row;
+    },
+
     /** Provisioning and active sandboxes, with the API process provisioning their session. */
     async liveSandboxes(): Promise<(SandboxRecord & { provisioner: string | null })[]> {
       return sql.query(

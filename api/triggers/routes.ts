@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { Session } from "../../protocol/session.ts";
 import { TriggerParams } from "../../protocol/trigger.ts";
-import { actingUserId } from "../auth/authenticate.ts";
+import { actingUserId, forbidSessionToken } from "../auth/authenticate.ts";
 import { parseInput } from "../http/validate.ts";
 import type { TriggerService } from "./service.ts";
 
@@ -20,6 +20,7 @@ export function triggerRoutes(deps: { triggers: TriggerService }) {
     });
 
     app.post(`${BASE}/:slug/fire`, async (req, reply) => {
+      forbidSessionToken(req.principal!, "fire triggers (a fired trigger starts a session)");
       const { slug } = parseInput(TriggerParams, req.params, "params");
       parseInput(EmptyBody, req.body, "body");
       return reply.code(201).send(Session.parse(await triggers.fireNow(req.project!, slug)));

@@ -109,6 +109,7 @@ function createPrinter(json: boolean) {
     if (event.type === "tool" && event.status !== "running") {
       info(`  ${event.status === "completed" ? "✓" : "✗"} ${event.tool}${event.title ? `: ${event.title}` : ""}`);
     }
+    if (event.type === "egress_refused") info(`  ✗ egress refused: ${event.host}:${event.port} (${event.reason})`);
   };
 }
 
@@ -132,7 +133,9 @@ async function chat(ctx: Context, session: string, sessionId: string, o: ChatOpt
     let started = false;
     for (;;) {
       const event = await next();
-      if (event.type === "ready" || event.session !== conversation) continue;
+      // The sandbox's, not the conversation's: shown as it comes, whoever caused it.
+      if (event.type === "egress_refused") print(event);
+      if (event.type === "ready" || event.type === "egress_refused" || event.session !== conversation) continue;
       if (event.type === "busy") started = true;
       if (!started) continue;
       print(event);

@@ -143,7 +143,6 @@ export function sessionsCommand(): Command {
     });
     if (opts.json) return printJson(link);
     printLine(link.url);
-    if (link.browser_url) info(`in a browser, where the app's root-relative paths resolve: ${link.browser_url}`);
   });
 
   addSandboxAccess(sessions);

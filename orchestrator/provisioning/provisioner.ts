@@ -7,6 +7,7 @@ import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { OrchestratorError } from "../errors.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type {
+  EgressPort,
   Log,
   RepositoryPort,
   SandboxRecord,
@@ -16,8 +17,8 @@ import type {
   SessionToProvision,
   TokenPort,
 } from "../ports.ts";
-import type { SandboxDriver } from "../sandbox/driver.ts";
-import { hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
+import type { SandboxDriver, SandboxEgress } from "../sandbox/driver.ts";
+import { egressProxyUrl, hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
 import { waitLive } from "./wait-live.ts";
 import { createWarmPool, type PoolMember, type WarmPoolDeps } from "./warm-pool.ts";
 
@@ -43,6 +44,8 @@ export type ProvisionerDeps = {
   secrets: SecretsPort;
   repos: RepositoryPort;
   sealServiceKey: SealPort;
+  /** Whether a project's sandboxes go out only through the API's egress proxy. */
+  egress: EgressPort;
   driver: SandboxDriver;
   /** Resolves the platform sandbox image (built once, then cached). */
   platformImage: () => Promise<string>;
@@ -78,7 +81,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
   // Sessions this process is provisioning right now: the reconciler leaves them alone.
   const inFlight = new Set<string>();
 
-  const envFor: WarmPoolDeps["envFor"] = (project, session, credentials) =>
+  const envFor: WarmPoolDeps["envFor"] = (project, session, credentials, egress) =>
     sandboxEnv({
       project,
       session,
@@ -94,10 +97,12 @@ export function createProvisioner(deps: ProvisionerDeps) {
         ...settings.llm,
         baseUrl: settings.llm.baseUrl ? hostUrlForSandbox(settings.llm.baseUrl, settings.hostAlias) : undefined,
       },
+      proxy: egress === "proxy" ? egressProxyUrl(settings.sandboxApiOrigin, credentials.serviceKey) : undefined,
     });
 
   const pool = createWarmPool({
     driver,
+    egress: deps.egress,
     repos: deps.repos,
     secrets: deps.secrets,
     platformImage: deps.platformImage,
@@ -167,6 +172,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
       if (!baseSha) throw new Error(`base branch '${session.base_ref}' not found`);
       const secrets = await deps.secrets.values(project.id);
       credentials.push(...Object.values(secrets.values));
+      const egress: SandboxEgress = (await deps.egress.proxied(project)) ? "proxy" : "open";
       // A pooled sandbox serves only if it still holds this base and these secrets; else it goes, and a cold one
       // is made for the same session id.
       if (member && (member.baseSha !== baseSha || member.secretsRevision !== secrets.revision)) {
@@ -193,7 +199,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
         tokenId: token.id,
         sandboxId: member?.sandboxId,
       });
-      const env = envFor(project, session, { serviceKey, cliToken: token.token, secrets });
+      const env = envFor(project, session, { serviceKey, cliToken: token.token, secrets }, egress);
       if (member) {
         await records.updateSandbox(sandboxId, {
           image: member.image,
@@ -228,6 +234,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
         },
         servicePort: SANDBOX_SERVICE_PORT,
         limits: settings.limits,
+        egress,
       });
       await records.updateSandbox(sandboxId, { containerId });
       const info = await driver.start(containerId);

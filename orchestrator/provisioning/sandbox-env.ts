@@ -13,7 +13,20 @@ export type SandboxEnvInput = {
   secrets: Record<string, string>;
   secretsRevision: number;
   llm: { baseUrl?: string; apiKey?: string; model?: string };
+  /** The egress proxy's URL, for a sandbox whose only way out it is (egressProxyUrl). */
+  proxy?: string;
 };
+
+/** Where curl, git, npm, pip and the agent's runtime look for a proxy. */
+const PROXY_VARIABLES = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
+
+/** The API's origin as the sandbox's proxy, its service key the password the proxy knows it by. */
+export function egressProxyUrl(apiOrigin: string, serviceKey: string): string {
+  const url = new URL(apiOrigin);
+  url.username = "sandbox";
+  url.password = serviceKey;
+  return url.toString().replace(/\/$/, "");
+}
 
 /** SPEC "Environment variables", exactly: secrets first so no secret can shadow a platform variable. */
 export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
@@ -38,6 +51,11 @@ export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
     [SandboxEnv.executorToken]: input.cliToken,
   };
   if (model) env[SandboxEnv.agentModel] = model;
+  if (input.proxy) {
+    for (const name of PROXY_VARIABLES) env[name] = input.proxy;
+    // The API itself (git, the CLI) and a model gateway on the host are reached directly, as without a proxy.
+    env.NO_PROXY = env.no_proxy = [new URL(input.apiOrigin).hostname, "localhost", "127.0.0.1"].join(",");
+  }
   if (session.initial_prompt) {
     env[SandboxEnv.initialPrompt] = session.initial_prompt;
     env[SandboxEnv.bootstrapAgentSession] = "1";
@@ -63,6 +81,17 @@ export function hostUrlForSandbox(url: string, hostAlias: string): string {
     }
   } catch {}
   return url;
+}
+
+/** The host's ports among these URLs as a sandbox has them (the API's origin, the model gateway): those on the host. */
+export function hostPortsOf(urls: (string | undefined)[], hostAlias: string): number[] {
+  const ports = urls.flatMap((url) => {
+    if (!url) return [];
+    const parsed = new URL(hostUrlForSandbox(url, hostAlias));
+    if (parsed.hostname !== hostAlias) return [];
+    return [Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80))];
+  });
+  return [...new Set(ports)];
 }
 
 /** The values of a sandbox's environment that are credentials or project secrets: what its output must not show. */

@@ -6,8 +6,8 @@ import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/en
 import type { Project } from "../../protocol/project.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
-import type { Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
-import type { SandboxDriver } from "../sandbox/driver.ts";
+import type { EgressPort, Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
+import type { SandboxDriver, SandboxEgress } from "../sandbox/driver.ts";
 import { readHealth, waitHealth } from "./wait-live.ts";
 
 const run = promisify(execFile);
@@ -31,6 +31,7 @@ export type PoolMember = {
 
 export type WarmPoolDeps = {
   driver: SandboxDriver;
+  egress: EgressPort;
   repos: RepositoryPort;
   secrets: SecretsPort;
   platformImage: () => Promise<string>;
@@ -43,6 +44,7 @@ export type WarmPoolDeps = {
       cliToken: string;
       secrets: { values: Record<string, string>; revision: number };
     },
+    egress: SandboxEgress,
   ) => Record<string, string>;
   settings: {
     /** Ready sandboxes kept per project that had a session lately; 0: no pool. */
@@ -144,11 +146,14 @@ export function createWarmPool(deps: WarmPoolDeps) {
     });
     const secrets = await deps.secrets.values(project.id);
     const serviceKey = newSecret(SERVICE_KEY_PREFIX);
-    const env = deps.envFor(project, pooledSession(project, sessionId, settings.defaultAgent), {
-      serviceKey,
-      cliToken: "",
-      secrets,
-    });
+    // Fixed with the default branch the member holds: a merge that changes the list replaces the member.
+    const egress: SandboxEgress = (await deps.egress.proxied(project)) ? "proxy" : "open";
+    const env = deps.envFor(
+      project,
+      pooledSession(project, sessionId, settings.defaultAgent),
+      { serviceKey, cliToken: "", secrets },
+      egress,
+    );
     for (const name of [...CLAIMED_ENV, SandboxEnv.autoClone]) delete env[name];
     env[SandboxEnv.pooled] = "1";
     const containerId = await driver.create({
@@ -159,6 +164,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
       servicePort: SANDBOX_SERVICE_PORT,
       limits: settings.limits,
       pool: deps.instanceId,
+      egress,
     });
     const member: PoolMember = {
       projectId: project.id,

@@ -28,7 +28,10 @@ const toAddress = (n: number) => [24, 16, 8, 0].map((shift) => Math.floor(n / 2 
  * The layout for an API that runs in a container (compose mode): every sandbox gets a bridge of its own, carved as a
  * /28 from `subnetPool` (so the engine's ~30 default pools are never exhausted), and every API container of the
  * stack joins it under the alias `apiAlias`. A sandbox therefore sees the API and the internet; the API reaches its
- * daemon on its own address, with no port published on the host; and no two sandboxes share a network.
+ * daemon on its own address, with no port published on the host; and no two sandboxes share a network. A sandbox
+ * whose egress goes through the API's proxy gets an internal network (no route out; the API containers on it).
+ * The host's own ports stay reachable through the network's gateway: this API, in a container, cannot change the
+ * host's firewall (limitHost says so).
  */
 export function attachedNetworking(options: {
   docker: Docker;
@@ -76,7 +79,7 @@ export function attachedNetworking(options: {
     }
   }
 
-  async function createNetwork(name: string, labels: Record<string, string>): Promise<string> {
+  async function createNetwork(name: string, labels: Record<string, string>, internal: boolean): Promise<string> {
     const start = randomInt(pool.blocks);
     for (let attempt = 0; attempt < Math.min(pool.blocks, 64); attempt++) {
       const block = pool.base + ((start + attempt) % pool.blocks) * 2 ** (32 - BLOCK_BITS);
@@ -87,6 +90,7 @@ export function attachedNetworking(options: {
             Name: name,
             Driver: "bridge",
             CheckDuplicate: true,
+            Internal: internal,
             Labels: labels,
             // The gateway named, or the engine leaves it out of the network's description.
             IPAM: { Config: [{ Subnet: subnet, Gateway: toAddress(block + 1) }] },
@@ -113,15 +117,24 @@ export function attachedNetworking(options: {
   }
 
   return {
-    async place(owner) {
+    async place(owner, _port, egress = "open") {
       const name = sandboxOwnNetworkName(owner.sandboxId);
-      const id =
-        (await networksNamed(docker, name))[0] ??
-        (await createNetwork(name, {
+      const internal = egress === "proxy";
+      let id = (await networksNamed(docker, name))[0];
+      // The sandbox's image build made it open (builds are not proxied): a proxied sandbox needs it internal.
+      if (id && (await describeNetwork(docker, id)).internal !== internal) {
+        await removeNetwork(id);
+        id = undefined;
+      }
+      id ??= await createNetwork(
+        name,
+        {
           [NETWORK_LABEL]: "sandbox",
           [OWNER_LABELS.installationId]: owner.installationId,
           [OWNER_LABELS.sandboxId]: owner.sandboxId,
-        }));
+        },
+        internal,
+      );
       for (const container of await apiContainers()) await join(id, container);
       return { networkId: id, hostAddress: (await describeNetwork(docker, id)).hostAddress };
     },
@@ -134,7 +147,12 @@ export function attachedNetworking(options: {
       if (!sandboxId) return;
       for (const id of await networksNamed(docker, sandboxOwnNetworkName(sandboxId))) await removeNetwork(id);
     },
-    sharedNetwork: async () => undefined,
+    sharedNetworks: async () => [],
+    limitHost: async () => ({
+      enforced: false,
+      reason: "the API runs in a container (compose mode) and cannot change the host's firewall",
+    }),
+    unlimitHost: async () => {},
 
     /**
      * At start: this container joins every sandbox network of the installation (a replica started later, or an API

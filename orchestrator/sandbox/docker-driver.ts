@@ -11,6 +11,7 @@ import type {
   ImageBuild,
   NetworkOwner,
   SandboxDriver,
+  SandboxEgress,
   SandboxExec,
   SandboxInfo,
   SandboxSpec,
@@ -24,6 +25,12 @@ const CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KI
 
 /** The port the API reaches a container on, recorded at its creation. */
 const PORT_LABEL = "dev.svc.port";
+
+/** At most 3 files of 10 MB of a container's output on the engine's disk, whatever the agent or app prints. */
+const LOG_CONFIG: Docker.HostConfig["LogConfig"] = {
+  Type: "json-file",
+  Config: { "max-size": "10m", "max-file": "3" },
+};
 
 /** Resource limits and hardening shared by sandboxes and apps. */
 function hostConfig(placement: SandboxPlacement, limits: SandboxSpec["limits"]): Docker.HostConfig {
@@ -39,6 +46,7 @@ function hostConfig(placement: SandboxPlacement, limits: SandboxSpec["limits"]):
     CapAdd: CAPABILITIES,
     SecurityOpt: ["no-new-privileges"],
     Init: false,
+    LogConfig: LOG_CONFIG,
   };
 }
 
@@ -181,20 +189,21 @@ export function createDockerDriver(options: {
     owner: NetworkOwner,
     reachedOn: number,
     describe: (placement: SandboxPlacement) => Docker.ContainerCreateOptions,
+    egress: SandboxEgress = "open",
   ): Promise<string> {
     const createOn = (placement: SandboxPlacement) => {
       const spec = describe(placement);
       return docker.createContainer({ ...spec, Labels: { ...spec.Labels, [PORT_LABEL]: String(reachedOn) } });
     };
     try {
-      return (await createOn(await networking.place(owner, reachedOn))).id;
+      return (await createOn(await networking.place(owner, reachedOn, egress))).id;
     } catch (err) {
       if (statusOf(err) !== 404 || !/network/i.test((err as Error).message)) {
         await networking.release(owner.sandboxId).catch(() => {});
         throw err;
       }
       networking.forget(owner);
-      return (await createOn(await networking.place(owner, reachedOn))).id;
+      return (await createOn(await networking.place(owner, reachedOn, egress))).id;
     }
   }
 
@@ -228,14 +237,19 @@ export function createDockerDriver(options: {
 
   return withOrchestratorErrors({
     async create(spec: SandboxSpec) {
-      return createContainer(spec.owner, options.servicePort, (placement) => ({
-        name: spec.name,
-        Image: spec.image,
-        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: { ...toLabels(spec.owner), ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}) },
-        ExposedPorts: { [port]: {} },
-        HostConfig: hostConfig(placement, spec.limits),
-      }));
+      return createContainer(
+        spec.owner,
+        options.servicePort,
+        (placement) => ({
+          name: spec.name,
+          Image: spec.image,
+          Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+          Labels: { ...toLabels(spec.owner), ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}) },
+          ExposedPorts: { [port]: {} },
+          HostConfig: hostConfig(placement, spec.limits),
+        }),
+        spec.egress,
+      );
     },
 
     async createApp(spec: AppContainerSpec) {
@@ -305,7 +319,9 @@ export function createDockerDriver(options: {
 
     inspect,
 
-    network: (installationId: string) => networking.sharedNetwork(installationId),
+    networks: (installationId: string) => networking.sharedNetworks(installationId),
+    limitHost: (access) => networking.limitHost(access),
+    unlimitHost: (access) => networking.unlimitHost(access),
 
     async listOwned(installationId: string) {
       const list = await docker.listContainers({
@@ -313,6 +329,19 @@ export function createDockerDriver(options: {
         filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`, OWNER_LABELS.sandboxId] },
       });
       return list.map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
+    },
+
+    async diskUsage(installationId: string) {
+      // One listing measures every sandbox (the engine walks each writable layer): cheaper than one inspect each.
+      const list = await docker.listContainers({
+        size: true,
+        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`, OWNER_LABELS.sandboxId] },
+      });
+      // The typings omit SizeRw, which the engine leaves out when nothing was written.
+      return (list as (Docker.ContainerInfo & { SizeRw?: number })[]).map((c) => ({
+        sandboxId: c.Labels[OWNER_LABELS.sandboxId]!,
+        bytes: c.SizeRw ?? 0,
+      }));
     },
 
     async imageExists(tag: string) {

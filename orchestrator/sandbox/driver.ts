@@ -5,8 +5,28 @@
  *
  * Isolation is the driver's business and every driver provides it: a sandbox reaches the host (the API and the
  * model gateway, by the host alias) and the outside world, never another sandbox's ports; its service port is
- * reachable from the API only. Docker: see networking.ts; Kubernetes: a NetworkPolicy.
+ * reachable from the API only; with `limitHost`, no other port of the host; with `proxy` egress, nothing outside
+ * but through the API. Docker: see networking.ts; Kubernetes: a NetworkPolicy.
  */
+
+/**
+ * How a sandbox reaches the outside world: `open` directly; `proxy` only through the API's egress proxy (the
+ * project's `[sandbox] egress` list decides there), its network having no route out.
+ */
+export type SandboxEgress = "open" | "proxy";
+
+/** What the installation's sandboxes may reach of the host they run on. */
+export type HostAccess = {
+  installationId: string;
+  /** Who asks (an API process, by the port it serves on): several may share an installation, each keeps its own
+   * ports open until it releases them. */
+  holder: string;
+  /** TCP ports of the host sandboxes reach (the API's, a model gateway's on the host); every other is closed. */
+  ports: number[];
+};
+
+/** Whether the host's other ports are closed to sandboxes; when not, why. */
+export type HostAccessState = { enforced: true } | { enforced: false; reason: string };
 
 /** Whose a sandbox is: the backend records it on the sandbox (Docker labels) and reports it back in listings. */
 export type SandboxOwner = {
@@ -54,6 +74,8 @@ export type SandboxSpec = {
   limits: { memoryBytes: number; nanoCpus: number; pids: number };
   /** A warm-pool sandbox: the API process (cluster instance) whose pool holds it until a session claims it. */
   pool?: string;
+  /** Default `open`. */
+  egress?: SandboxEgress;
 };
 
 export type SandboxInfo = {
@@ -67,6 +89,9 @@ export type SandboxInfo = {
   /** SandboxSpec.pool of a warm-pool sandbox. */
   pool: string | null;
 };
+
+/** Bytes a running sandbox has written beyond its image. */
+export type SandboxDiskUsage = { sandboxId: string; bytes: number };
 
 export type ImageBuild = {
   tag: string;
@@ -119,11 +144,20 @@ export type SandboxDriver = {
   stop(id: string): Promise<void>;
   remove(id: string): Promise<void>;
   inspect(id: string): Promise<SandboxInfo | undefined>;
-  /** The installation's sandbox network if it exists (the first sandbox makes it): the API listens on its host
-   * address at start, for sandboxes still running from before. */
-  network(installationId: string): Promise<SandboxNetwork | undefined>;
+  /** The installation's sandbox networks that exist (sandboxes make them): the API listens on their host
+   * addresses at start, for sandboxes still running from before. */
+  networks(installationId: string): Promise<SandboxNetwork[]>;
+  /**
+   * Closes every port of the host to the installation's sandboxes, app containers and image builds but
+   * `access.ports`, on its networks now and as they are made, until `unlimitHost`. Resolves with whether it could.
+   */
+  limitHost(access: HostAccess): Promise<HostAccessState>;
+  /** The holder's ports close; once no holder is left the host is open to the sandboxes again (the API stopped). */
+  unlimitHost(access: Pick<HostAccess, "installationId" | "holder">): Promise<void>;
   /** Every sandbox of one installation, running or not (never its apps' containers). */
   listOwned(installationId: string): Promise<SandboxInfo[]>;
+  /** What each running sandbox of one installation has written to its own disk (Docker: its writable layer). */
+  diskUsage(installationId: string): Promise<SandboxDiskUsage[]>;
   /** Creates an app's container (start, stop, remove, logs and environment work on it as on a sandbox). */
   createApp(spec: AppContainerSpec): Promise<string>;
   inspectApp(id: string): Promise<AppContainerInfo | undefined>;

@@ -1,5 +1,5 @@
 import type Docker from "dockerode";
-import type { NetworkOwner, SandboxNetwork } from "./driver.ts";
+import type { HostAccess, HostAccessState, NetworkOwner, SandboxEgress, SandboxNetwork } from "./driver.ts";
 
 /** Marks the networks the driver creates (with the installation's label beside it). */
 export const NETWORK_LABEL = "dev.svc.network";
@@ -28,26 +28,43 @@ export type SandboxPlacement = {
  * Either way a sandbox reaches the API and the outside world, never another sandbox.
  */
 export type SandboxNetworking = {
-  /** Where the container joins; `port` is the one the API reaches it on (the daemon's, or an app's). */
-  place(owner: NetworkOwner, port: number): Promise<SandboxPlacement>;
+  /**
+   * Where the container joins; `port` is the one the API reaches it on (the daemon's, or an app's). `proxy` egress:
+   * a network with no route out (Docker's internal bridge), whose only way out is the API's egress proxy.
+   */
+  place(owner: NetworkOwner, port: number, egress?: SandboxEgress): Promise<SandboxPlacement>;
   /** The placement's network vanished (`docker network prune`): forget what was cached about it. */
   forget(owner: NetworkOwner): void;
   /** The daemon's URL as this API process reaches it, or null when it has none (not running). */
   endpoint(addresses: ContainerAddresses, servicePort: number): string | null;
   /** After a sandbox is removed: its own network goes with it. */
   release(sandboxId: string | undefined): Promise<void>;
-  /** The installation's shared network, when sandboxes share one (the API listens on its host address). */
-  sharedNetwork(installationId: string): Promise<SandboxNetwork | undefined>;
+  /** The installation's shared networks, when sandboxes share them (the API listens on their host addresses). */
+  sharedNetworks(installationId: string): Promise<SandboxNetwork[]>;
+  /** SandboxDriver.limitHost: in this layout's terms. */
+  limitHost(access: HostAccess): Promise<HostAccessState>;
+  unlimitHost(access: Pick<HostAccess, "installationId" | "holder">): Promise<void>;
 };
 
 export const statusOf = (err: unknown) => (err as { statusCode?: number }).statusCode;
 
-/** The network's IPv4 gateway (the host's address on it) and subnet. */
-export async function describeNetwork(docker: Docker, id: string): Promise<SandboxNetwork & { id: string }> {
-  const configs: { Gateway?: string; Subnet?: string }[] = (await docker.getNetwork(id).inspect()).IPAM?.Config ?? [];
+export type NetworkDescription = SandboxNetwork & {
+  id: string;
+  /** The host's interface for it: what the host firewall matches its traffic by. */
+  bridge: string;
+  /** Docker's internal network: no route out. */
+  internal: boolean;
+};
+
+/** The network's IPv4 gateway (the host's address on it) and subnet, its bridge interface, whether it is internal. */
+export async function describeNetwork(docker: Docker, id: string): Promise<NetworkDescription> {
+  const info = await docker.getNetwork(id).inspect();
+  const configs: { Gateway?: string; Subnet?: string }[] = info.IPAM?.Config ?? [];
   const ipv4 = configs.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
   if (!ipv4?.Gateway || !ipv4.Subnet) throw new Error(`the sandbox network ${id} has no IPv4 gateway`);
-  return { id, hostAddress: ipv4.Gateway, subnet: ipv4.Subnet };
+  // The engine names a bridge after the network's id unless it was given a name.
+  const bridge = info.Options?.["com.docker.network.bridge.name"] ?? `br-${info.Id.slice(0, 12)}`;
+  return { id, hostAddress: ipv4.Gateway, subnet: ipv4.Subnet, bridge, internal: info.Internal === true };
 }
 
 /** The networks of that exact name (the engine's name filter matches substrings), oldest first. */

@@ -1,8 +1,10 @@
 import type Docker from "dockerode";
-import type { SandboxNetwork } from "./driver.ts";
+import type { HostAccess, SandboxEgress, SandboxNetwork } from "./driver.ts";
+import { createHostFirewall, firewallChain, type HostFirewall, iptables } from "./host-firewall.ts";
 import {
   describeNetwork,
   NETWORK_LABEL,
+  type NetworkDescription,
   networksNamed,
   type SandboxNetworking,
   type SandboxPlacement,
@@ -15,6 +17,8 @@ import { OWNER_LABELS } from "./owner-labels.ts";
  * two containers of this bridge (iptables), so a sandbox reaches the host (host.docker.internal, the gateway) and
  * the internet, never another sandbox's ports. Ports published without an address bind the host's loopback.
  * One network per installation rather than per sandbox: the engine's default address pools hold only ~30 bridges.
+ * Sandboxes whose egress goes through the API's proxy join a second one, internal (no route out, the host's
+ * address on it still answers), made with the first such sandbox.
  */
 const NETWORK_OPTIONS = {
   "com.docker.network.bridge.enable_icc": "false",
@@ -23,6 +27,9 @@ const NETWORK_OPTIONS = {
 
 const NETWORK_PREFIX = "svc-sandboxes-";
 export const sandboxNetworkName = (installation: string) => `${NETWORK_PREFIX}${installation}`;
+export const internalNetworkName = (installation: string) => `${NETWORK_PREFIX}${installation}-internal`;
+const networkName = (installation: string, egress: SandboxEgress) =>
+  egress === "proxy" ? internalNetworkName(installation) : sandboxNetworkName(installation);
 
 /** The layout for an API on the host: one shared bridge, daemons published on the host's loopback. */
 export function sharedNetworking(options: {
@@ -30,12 +37,17 @@ export function sharedNetworking(options: {
   /** Awaited each time a network is found or made, before a sandbox joins it: the API listens on its host
    * address (which may change when the network is made again after a prune). */
   onNetwork?: (network: SandboxNetwork) => Promise<void>;
+  /** Closes the host's ports (limitHost); default the host's iptables. */
+  firewall?: HostFirewall;
 }): SandboxNetworking {
   const { docker } = options;
+  const firewall = options.firewall ?? createHostFirewall({ run: iptables });
   // One lookup or creation per network and process; a failure is forgotten so the next sandbox tries again.
-  const networks = new Map<string, Promise<SandboxNetwork & { id: string }>>();
+  const networks = new Map<string, Promise<NetworkDescription>>();
+  // Installations whose host ports are limited (limitHost succeeded): each network found or made is covered.
+  const limited = new Map<string, HostAccess>();
 
-  async function createNetwork(name: string, installation: string): Promise<string> {
+  async function createNetwork(name: string, installation: string, egress: SandboxEgress): Promise<string> {
     const existing = (await networksNamed(docker, name))[0];
     if (existing) return existing;
     let created: string | undefined;
@@ -44,6 +56,7 @@ export function sharedNetworking(options: {
         Name: name,
         Driver: "bridge",
         CheckDuplicate: true,
+        Internal: egress === "proxy",
         Options: NETWORK_OPTIONS,
         Labels: { [NETWORK_LABEL]: "sandboxes", [OWNER_LABELS.installationId]: installation },
       });
@@ -65,13 +78,24 @@ export function sharedNetworking(options: {
     return chosen;
   }
 
-  function ensureNetwork(installation: string): Promise<SandboxNetwork & { id: string }> {
-    const name = sandboxNetworkName(installation);
+  /** The installation's existing shared networks. */
+  async function existing(installation: string): Promise<NetworkDescription[]> {
+    const ids = [
+      ...(await networksNamed(docker, sandboxNetworkName(installation))).slice(0, 1),
+      ...(await networksNamed(docker, internalNetworkName(installation))).slice(0, 1),
+    ];
+    return Promise.all(ids.map((id) => describeNetwork(docker, id)));
+  }
+
+  function ensureNetwork(installation: string, egress: SandboxEgress): Promise<NetworkDescription> {
+    const name = networkName(installation, egress);
     let pending = networks.get(name);
     if (!pending) {
-      pending = createNetwork(name, installation)
+      pending = createNetwork(name, installation, egress)
         .then((id) => describeNetwork(docker, id))
         .then(async (network) => {
+          // Closed before any sandbox joins: a sandbox must never see the host's other ports, even for a moment.
+          if (limited.has(installation)) await firewall.cover(firewallChain(installation), network.bridge);
           await options.onNetwork?.(network);
           return network;
         });
@@ -82,8 +106,8 @@ export function sharedNetworking(options: {
   }
 
   return {
-    async place(owner, port): Promise<SandboxPlacement> {
-      const network = await ensureNetwork(owner.installationId);
+    async place(owner, port, egress = "open"): Promise<SandboxPlacement> {
+      const network = await ensureNetwork(owner.installationId, egress);
       return {
         networkId: network.id,
         // The host as this network sees it, not the default bridge's gateway: the API listens there even when it
@@ -92,7 +116,10 @@ export function sharedNetworking(options: {
         portBindings: { [`${port}/tcp`]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
       };
     },
-    forget: (owner) => networks.delete(sandboxNetworkName(owner.installationId)),
+    forget: (owner) => {
+      networks.delete(sandboxNetworkName(owner.installationId));
+      networks.delete(internalNetworkName(owner.installationId));
+    },
     // The container's own address on the bridge, straight from the host: no docker-proxy process in the path
     // (it cost a preview a quarter of its throughput). The loopback port stays for an engine whose bridge the host
     // cannot route to.
@@ -103,11 +130,24 @@ export function sharedNetworking(options: {
       return port ? `http://127.0.0.1:${port}` : null;
     },
     release: async () => {},
-    async sharedNetwork(installationId) {
-      const id = (await networksNamed(docker, sandboxNetworkName(installationId)))[0];
-      if (!id) return undefined;
-      const { hostAddress, subnet } = await describeNetwork(docker, id);
-      return { hostAddress, subnet };
+    sharedNetworks: async (installationId) =>
+      (await existing(installationId)).map(({ hostAddress, subnet }) => ({ hostAddress, subnet })),
+    async limitHost(access) {
+      const chain = firewallChain(access.installationId);
+      limited.set(access.installationId, access);
+      try {
+        await firewall.open(chain, access.holder, access.ports);
+        for (const network of await existing(access.installationId)) await firewall.cover(chain, network.bridge);
+        return { enforced: true };
+      } catch (err) {
+        limited.delete(access.installationId);
+        await firewall.close(chain, access.holder).catch(() => {});
+        return { enforced: false, reason: (err as Error).message };
+      }
+    },
+    async unlimitHost(access) {
+      if (!limited.delete(access.installationId)) return;
+      await firewall.close(firewallChain(access.installationId), access.holder);
     },
   };
 }

@@ -30,8 +30,11 @@ async function benchPreview(
   await app.start({ Detach: true });
   const ip = Object.values((await docker.getContainer(containerId).inspect()).NetworkSettings.Networks)[0]!.IPAddress;
   const link = (await call(apiUrl, "POST", `${sessionPath}/previews`, { token, body: { port: 3000 } })).body;
-  const grant = new URL(link.url).searchParams.get("svc_preview");
-  const through = `${link.url.split("?")[0]}asset.js`;
+  const preview = new URL(link.url);
+  const grant = preview.searchParams.get("svc_preview");
+  // The preview's own host, asked at the API's address: `*.localhost` is loopback to browsers, not to autocannon.
+  const through = `${apiUrl}/asset.js`;
+  const previewHeaders = { host: preview.host, cookie: `svc_preview=${grant}` };
   await waitUntilUp(`http://${ip}:3000/`);
   const direct = await load(`http://${ip}:3000/`);
   // The daemon's own preview route, as the API calls it: its figure is the one the API's must approach.
@@ -52,7 +55,7 @@ async function benchPreview(
         duration: ROUND_S,
       }),
     );
-    proxiedRounds.push(await load(through, { headers: { cookie: `svc_preview=${grant}` }, duration: ROUND_S }));
+    proxiedRounds.push(await load(through, { headers: previewHeaders, duration: ROUND_S }));
   }
   const own = roundsSummary(ownRounds);
   const proxied = roundsSummary(proxiedRounds);

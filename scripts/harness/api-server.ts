@@ -8,11 +8,19 @@ import type { Sql } from "../../api/db/sql.ts";
 
 export type TestApi = { url: string; dataDir: string; services: Services; close(): Promise<void> };
 
+/**
+ * SVC_REPO_ALLOWED_HOSTS of a test API unless a test says otherwise: suites stand external git hosts up on loopback,
+ * and name `git.example.test` (never resolved) where only the URL matters. A stack allows no host by default.
+ */
+export const TEST_REPO_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "git.example.test"];
+
 /** The real API on an ephemeral loopback port, with its repositories in a fresh temporary directory. */
 export async function startApi(
   sql: Sql,
   options: {
     bodyLimit?: number;
+    /** SVC_GIT_MAX_PUSH_MB of this API. */
+    gitMaxPushMb?: number;
     host?: string;
     port?: number;
     orchestrator?: AppOptions["orchestrator"];
@@ -20,6 +28,9 @@ export async function startApi(
     /** Another replica of an API: the same repositories on a shared volume. */
     dataDir?: string;
     slack?: AppOptions["slack"];
+    /** Default TEST_REPO_ALLOWED_HOSTS. */
+    repoAllowedHosts?: string[];
+    repoAccess?: AppOptions["repoAccess"];
   } = {},
 ): Promise<TestApi> {
   let url = "";
@@ -31,10 +42,13 @@ export async function startApi(
     // SVC_TEST_LOG_LEVEL=info shows a test API's log (the pool's and reconciler's decisions) when a test needs it.
     logLevel: process.env.SVC_TEST_LOG_LEVEL ?? "silent",
     bodyLimit: options.bodyLimit,
+    gitMaxPushMb: options.gitMaxPushMb,
     secretsKey: randomBytes(32).toString("base64"),
     orchestrator: options.orchestrator,
     slack: options.slack,
     apps: options.apps,
+    repoAllowedHosts: options.repoAllowedHosts ?? TEST_REPO_ALLOWED_HOSTS,
+    repoAccess: options.repoAccess,
   });
   await app.listen({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

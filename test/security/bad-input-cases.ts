@@ -156,7 +156,7 @@ const set = (base: Record<string, unknown>, key: string) => (v: unknown) => ({ .
 const tokenBase = { name: "minted", expires_in_days: 30 };
 const tokenFields = (base: Record<string, unknown>): Field[] => [
   { name: "name", kind: "name", max: 200, set: set(base, "name"), field: "name" },
-  { name: "expires_in_days", kind: "int", max: 3650, set: set(base, "expires_in_days"), field: "expires_in_days" },
+  { name: "expires_in_days", kind: "int", max: 365, set: set(base, "expires_in_days"), field: "expires_in_days" },
 ];
 const projectBase = { name: "Fresh project", slug: "fresh-project", default_branch: "main" };
 export const crBase = {
@@ -330,6 +330,9 @@ export const BODY_ROUTES: BodyRoute[] = [
 /** Routes that take no body but still parse one when it is sent, and every route with a path parameter. */
 export const OTHER_ROUTES: { method: string; path: string; body: boolean }[] = [
   { method: "GET", path: "/v1/accounts/me", body: false },
+  { method: "GET", path: "/v1/accounts/tokens", body: false },
+  { method: "DELETE", path: "/v1/accounts/tokens/:tokenId", body: false },
+  { method: "POST", path: "/v1/admin/sessions/stop", body: true },
   { method: "GET", path: "/v1/projects", body: false },
   { method: "GET", path: `/v1/projects/${PROJECT}`, body: false },
   { method: "GET", path: cr, body: false },
@@ -346,7 +349,6 @@ export const OTHER_ROUTES: { method: string; path: string; body: boolean }[] = [
   { method: "DELETE", path: ses, body: true },
   { method: "POST", path: `${ses}/abort`, body: true },
   { method: "GET", path: `${ses}/events`, body: false },
-  { method: "GET", path: `${ses}/preview/:port/`, body: false },
   { method: "GET", path: "/git/:repo/info/refs", body: false },
   { method: "POST", path: "/git/:repo/git-upload-pack", body: true },
 ];

@@ -137,6 +137,7 @@ describe("bad input is a 4xx that changes nothing (issue 10, item 4)", () => {
     },
     crId: "1",
     sessionId: "00000000-0000-4000-8000-000000000000",
+    tokenId: "00000000-0000-4000-8000-000000000000",
     port: "3000",
     get repo() {
       return `${projectId}.git`;

@@ -1,13 +1,11 @@
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../../api/git/run.ts";
-import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import type { Project } from "../../protocol/project.ts";
-import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { call, seedUser, startApi, type TestApi } from "../support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "../support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "../support/git-fixture.ts";
 import { type GitServer, hostedRepository } from "../support/git-server.ts";
+import { seedLiveSandbox } from "../support/sandbox-rows.ts";
 
 const REMOTE_TOKEN = "ghp_relay0nlyFORtheAPI";
 
@@ -57,22 +55,11 @@ describe("the git relay of an external repository", () => {
     expect(secrets.status).toBe(200);
 
     // A session as the orchestrator makes one: its branch cut on the remote, a sandbox with a service key.
-    sessionId = randomUUID();
-    const trunk = await originTip("trunk");
+    const live = await seedLiveSandbox(db.sql, alice, project.id, { baseRef: "trunk" });
+    sessionId = live.sessionId;
+    const serviceKey = live.serviceKey;
     await api.services.repos.open(project, 0);
-    expect(await api.services.repos.createBranch(project, sessionId, trunk)).toBe(true);
-    const serviceKey = newSecret(SERVICE_KEY_PREFIX);
-    await db.sql.query(
-      `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
-       values ($1, $2, $3, $1, 'trunk', 'build', $4)`,
-      [sessionId, alice.accountId, project.id, alice.userId],
-    );
-    const [sandbox] = await db.sql.query<{ sandbox_id: string }>(
-      `insert into session_sandboxes (session_id, project_id, status, service_key_hash)
-       values ($1, $2, 'active', $3) returning sandbox_id`,
-      [sessionId, project.id, hashSecret(serviceKey)],
-    );
-    expect(sandbox).toBeDefined();
+    expect(await api.services.repos.createBranch(project, sessionId, await originTip("trunk"))).toBe(true);
     const cred = await call(api.url, "GET", `/v1/projects/${project.id}/git/clone-credential`, { token: serviceKey });
     expect(cred.status).toBe(200);
     relayUrl = cred.body.repo_url;

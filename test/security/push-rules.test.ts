@@ -1,11 +1,9 @@
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../../api/git/run.ts";
-import { hashSecret, newSecret } from "../../protocol/credential.ts";
-import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { call, seedUser, startApi, type TestApi } from "../support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "../support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "../support/git-fixture.ts";
+import { seedLiveSandbox } from "../support/sandbox-rows.ts";
 
 /** What a sandbox may push into a managed repository, with real git over smart HTTP and the real pre-receive hook. */
 describe("sandbox push rules (managed repositories)", () => {
@@ -48,26 +46,10 @@ describe("sandbox push rules (managed repositories)", () => {
 
     // A session as the orchestrator makes one: its branch cut from main, a sandbox with a service key and the
     // session's own project token.
-    sessionId = randomUUID();
+    const live = await seedLiveSandbox(db.sql, alice, project.id, { tokens: api.services.tokens });
+    ({ sessionId, serviceKey } = live);
+    sessionToken = live.sessionToken!;
     expect((await owner.push(`main:refs/heads/${sessionId}`)).code).toBe(0);
-    serviceKey = newSecret(SERVICE_KEY_PREFIX);
-    await db.sql.query(
-      `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
-       values ($1, $2, $3, $1, 'main', 'build', $4)`,
-      [sessionId, alice.accountId, project.id, alice.userId],
-    );
-    const token = await api.services.tokens.mint({
-      userId: alice.userId,
-      projectId: project.id,
-      sessionId,
-      name: `session ${sessionId}`,
-    });
-    sessionToken = token.token;
-    await db.sql.query(
-      `insert into session_sandboxes (session_id, project_id, status, service_key_hash, token_id)
-       values ($1, $2, 'active', $3, $4)`,
-      [sessionId, project.id, hashSecret(serviceKey), token.id],
-    );
   });
   afterAll(async () => {
     await api?.close();
@@ -154,19 +136,8 @@ describe("sandbox push rules (managed repositories)", () => {
 
   it("lets the first push create the default branch, and only a person's", async () => {
     const fresh = (await call(api.url, "POST", "/v1/projects", { token: alice.token, body: { name: "Fresh" } })).body;
-    const sid = randomUUID();
-    await db.sql.query(
-      `insert into project_sessions (session_id, account_id, project_id, branch, base_ref, agent_name, created_by)
-       values ($1, $2, $3, $1, 'main', 'build', $4)`,
-      [sid, alice.accountId, fresh.id, alice.userId],
-    );
-    const token = await api.services.tokens.mint({ userId: alice.userId, projectId: fresh.id, sessionId: sid });
-    await db.sql.query(
-      `insert into session_sandboxes (session_id, project_id, status, service_key_hash, token_id)
-       values ($1, $2, 'active', $3, $4)`,
-      [sid, fresh.id, hashSecret(newSecret(SERVICE_KEY_PREFIX)), token.id],
-    );
-    const agent = await workRepo(authedUrl(fresh.repo_url, token.token));
+    const { sessionToken: token } = await seedLiveSandbox(db.sql, alice, fresh.id, { tokens: api.services.tokens });
+    const agent = await workRepo(authedUrl(fresh.repo_url, token!));
     await agent.commit("agent's main");
     expect((await agent.push("main")).code).not.toBe(0);
 

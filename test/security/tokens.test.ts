@@ -1,9 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_TOKEN_DAYS, bootstrapAdmin } from "../../api/accounts/bootstrap.ts";
+import { loadMigrations, migrate } from "../../api/db/migrate.ts";
 import { git } from "../../api/git/run.ts";
 import { hashSecret, newSecret } from "../../protocol/credential.ts";
-import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
+import { SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
 import { call, seedUser, startApi, type TestApi } from "../support/api-server.ts";
 import { cliHome, svc } from "../support/cli.ts";
 import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "../support/databases.ts";
@@ -217,5 +219,216 @@ describe.each(DATABASE_KINDS)("what a session's credentials may do, and for how 
     expect(await gitReaches(fromSessionToken)).toBe(false);
     expect(await gitReaches(fromUser)).toBe(true);
     expect((await as(live.serviceKey).get(`/v1/projects/${project.id}/git/clone-credential`)).status).toBe(401);
+  });
+});
+
+/**
+ * Issue 26, item 2: every token has an expiry (browser logins 30 days unless asked otherwise), and its user lists
+ * and revokes it, over the real API and with the real `svc tokens`.
+ */
+describe.each(DATABASE_KINDS)("every token expires; its user lists and revokes it (%s)", (kind) => {
+  const DAY_MS = 86_400_000;
+  let db: TestDatabase;
+  let api: TestApi;
+  let user: Awaited<ReturnType<typeof seedUser>>;
+  let other: Awaited<ReturnType<typeof seedUser>>;
+  let projectId: string;
+
+  const as = (token: string) => ({
+    get: (path: string) => call(api.url, "GET", path, { token }),
+    post: (path: string, body?: unknown) => call(api.url, "POST", path, { token, body }),
+    delete: (path: string) => call(api.url, "DELETE", path, { token }),
+  });
+  /** Days from now to an ISO instant, to the nearest hundredth. */
+  const daysLeft = (iso: string) => Math.round(((Date.parse(iso) - Date.now()) / DAY_MS) * 100) / 100;
+  const cli = (token: string) => ({ ...cliHome().env, SVC_API_URL: `${api.url}/v1`, SVC_CLI_TOKEN: token });
+
+  beforeAll(async () => {
+    db = await freshDatabase(kind);
+    api = await startApi(db.sql);
+    user = await seedUser(api.services, "owner");
+    other = await seedUser(api.services, "other");
+    projectId = (await as(user.token).post("/v1/projects", { name: "Expiring" })).body.id;
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.drop();
+  });
+
+  it("mints every token with an expiry: 30 days unless asked, at most 365", async () => {
+    const plain = await as(user.token).post("/v1/accounts/tokens", { name: "laptop" });
+    expect(plain.status).toBe(201);
+    expect(daysLeft(plain.body.expires_at)).toBeCloseTo(30, 1);
+    const week = await as(user.token).post("/v1/accounts/tokens", { expires_in_days: 7 });
+    expect(daysLeft(week.body.expires_at)).toBeCloseTo(7, 1);
+    const year = await as(user.token).post("/v1/accounts/tokens", { expires_in_days: 365 });
+    expect(daysLeft(year.body.expires_at)).toBeCloseTo(365, 1);
+    const tooLong = await as(user.token).post("/v1/accounts/tokens", { expires_in_days: 366 });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body).toMatchObject({ code: "VALIDATION_FAILED", field: "expires_in_days" });
+    const projectToken = await as(user.token).post(`/v1/projects/${projectId}/cli-token`);
+    expect(daysLeft(projectToken.body.expires_at)).toBeCloseTo(30, 1);
+    // A session's token, as provisioning mints it through the orchestrator's port, expires too.
+    const session = await api.services.tokens.mint({ userId: user.userId, projectId, name: "session x" });
+    expect(daysLeft(session.expires_at)).toBeCloseTo(30, 1);
+  });
+
+  it("an expired token is refused with TOKEN_EXPIRED", async () => {
+    const minted = (await as(user.token).post("/v1/accounts/tokens", { name: "short" })).body;
+    await db.sql.query("update tokens set expires_at = now() - interval '1 second' where id = $1", [minted.id]);
+    const refused = await as(minted.token).get("/v1/accounts/me");
+    expect(refused.status).toBe(401);
+    expect(refused.body.code).toBe("TOKEN_EXPIRED");
+  });
+
+  it("lists the user's own working tokens without secrets, newest first; not to a project token", async () => {
+    const minted = (await as(user.token).post("/v1/accounts/tokens", { name: "listed" })).body;
+    const theirs = (await as(other.token).post("/v1/accounts/tokens", { name: "theirs" })).body;
+    const revoked = (await as(user.token).post("/v1/accounts/tokens", { name: "gone" })).body;
+    await api.services.tokens.revoke(revoked.id);
+
+    const listed = await as(user.token).get("/v1/accounts/tokens");
+    expect(listed.status).toBe(200);
+    const { tokens } = listed.body as { tokens: Record<string, unknown>[] };
+    const ids = tokens.map((t) => t.id);
+    expect(ids[0]).toBe(minted.id);
+    expect(tokens.map((t) => t.name)).toContain("test");
+    expect(ids).not.toContain(theirs.id);
+    expect(ids).not.toContain(revoked.id);
+    // Expired ones (the previous test's) are not listed either.
+    expect(tokens.map((t) => t.name)).not.toContain("short");
+    for (const token of tokens) {
+      expect(Object.keys(token).sort()).toEqual(
+        [
+          "created_at",
+          "expires_at",
+          "id",
+          "kind",
+          "last_used_at",
+          "name",
+          "prefix",
+          "project_id",
+          "session_id",
+          "user_id",
+        ].sort(),
+      );
+      expect(token.expires_at).toEqual(expect.any(String));
+      expect(token.user_id).toBe(user.userId);
+    }
+    expect(JSON.stringify(listed.body)).not.toContain(minted.token);
+    expect(tokens.find((t) => t.id === minted.id)).toMatchObject({
+      name: "listed",
+      kind: "user",
+      project_id: null,
+      prefix: `${minted.token.slice(0, 12)}…`,
+    });
+
+    const projectToken = (await as(user.token).post(`/v1/projects/${projectId}/cli-token`)).body;
+    expect((await as(user.token).get("/v1/accounts/tokens")).body.tokens[0]).toMatchObject({
+      id: projectToken.id,
+      kind: "project",
+      project_id: projectId,
+    });
+    const byProjectToken = await as(projectToken.token).get("/v1/accounts/tokens");
+    expect(byProjectToken.status).toBe(403);
+    expect(byProjectToken.body.code).toBe("PROJECT_TOKEN_NOT_ALLOWED");
+  });
+
+  it("revokes one of the user's own tokens at once; another user's is not found and keeps working", async () => {
+    const mine = (await as(user.token).post("/v1/accounts/tokens", { name: "to revoke" })).body;
+    expect((await as(mine.token).get("/v1/accounts/me")).status).toBe(200);
+    const revoked = await as(user.token).delete(`/v1/accounts/tokens/${mine.id}`);
+    expect(revoked.status).toBe(204);
+    expect((await as(mine.token).get("/v1/accounts/me")).status).toBe(401);
+    const ids = (await as(user.token).get("/v1/accounts/tokens")).body.tokens.map((t: { id: string }) => t.id);
+    expect(ids).not.toContain(mine.id);
+    const again = await as(user.token).delete(`/v1/accounts/tokens/${mine.id}`);
+    expect(again.status).toBe(404);
+    expect(again.body.code).toBe("TOKEN_NOT_FOUND");
+
+    const theirs = (await as(other.token).post("/v1/accounts/tokens", { name: "not yours" })).body;
+    // Answered as an id that does not exist at all.
+    const foreign = await as(user.token).delete(`/v1/accounts/tokens/${theirs.id}`);
+    const unknown = await as(user.token).delete(`/v1/accounts/tokens/${randomUUID()}`);
+    expect([foreign.status, foreign.body.code]).toEqual([404, "TOKEN_NOT_FOUND"]);
+    expect([unknown.status, unknown.body.code]).toEqual([404, "TOKEN_NOT_FOUND"]);
+    expect((await as(theirs.token).get("/v1/accounts/me")).status).toBe(200);
+    const malformed = await as(user.token).delete("/v1/accounts/tokens/not-a-token-id");
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.field).toBe("tokenId");
+  });
+
+  it("svc tokens ls lists them (table and --json), svc tokens revoke ends one", async () => {
+    const minted = (await as(user.token).post("/v1/accounts/tokens", { name: "cli listed" })).body;
+    const json = await svc(["tokens", "ls", "--json"], { env: cli(user.token) });
+    expect(json.code, json.stderr).toBe(0);
+    const listed = JSON.parse(json.stdout) as { id: string; expires_at: string }[];
+    expect(listed.find((t) => t.id === minted.id)).toMatchObject({ name: "cli listed", expires_at: minted.expires_at });
+    const table = await svc(["tokens"], { env: cli(user.token) });
+    expect(table.code, table.stderr).toBe(0);
+    const row = table.stdout.split("\n").find((line) => line.startsWith(minted.id));
+    expect(row?.split("\t")).toEqual([minted.id, "cli listed", "user", minted.prefix, "-", "never", minted.expires_at]);
+    expect(table.stdout).not.toContain(minted.token);
+
+    const revoke = await svc(["tokens", "revoke", minted.id], { env: cli(user.token) });
+    expect(revoke.code, revoke.stderr).toBe(0);
+    expect(revoke.stdout).toBe("");
+    expect(revoke.stderr).toContain(`revoked token ${minted.id}`);
+    expect((await as(minted.token).get("/v1/accounts/me")).status).toBe(401);
+    const twice = await svc(["tokens", "revoke", minted.id], { env: cli(user.token) });
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toContain("TOKEN_NOT_FOUND, HTTP 404");
+    const bad = await svc(["tokens", "revoke", "nope"], { env: cli(user.token) });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("'nope' is not a token id");
+    // A project token reaches no account route: neither the list nor a revocation.
+    const projectToken = (await as(user.token).post(`/v1/projects/${projectId}/cli-token`)).body.token;
+    const refused = await svc(["tokens", "ls"], { env: cli(projectToken) });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("PROJECT_TOKEN_NOT_ALLOWED");
+  });
+
+  it("the self-host admin token expires in a year, renewed by every API start", async () => {
+    const secret = newSecret(TOKEN_PREFIX);
+    await bootstrapAdmin(api.services, hashSecret(secret));
+    const expiry = async () =>
+      (
+        await db.sql.query<{ expires_at: Date }>("select expires_at from tokens where token_hash = $1", [
+          hashSecret(secret),
+        ])
+      )[0]!.expires_at.toISOString();
+    expect(daysLeft(await expiry())).toBeCloseTo(ADMIN_TOKEN_DAYS, 1);
+    await db.sql.query("update tokens set expires_at = now() + interval '1 day' where token_hash = $1", [
+      hashSecret(secret),
+    ]);
+    await bootstrapAdmin(api.services, hashSecret(secret));
+    expect(daysLeft(await expiry())).toBeCloseTo(ADMIN_TOKEN_DAYS, 1);
+    expect((await as(secret).get("/v1/accounts/tokens")).body.tokens[0].expires_at).toBe(await expiry());
+  });
+
+  it("migration 0016 gives tokens stored without an expiry 30 days, and no token may lack one after it", async () => {
+    const old = await freshDatabase(kind, { migrated: false });
+    try {
+      const migrations = loadMigrations();
+      await migrate(
+        old.sql,
+        migrations.filter((m) => m.version < 16),
+      );
+      const [u] = await old.sql.query<{ id: string }>(
+        "insert into users (email, name) values ('old@example.test', 'old') returning id",
+      );
+      await old.sql.query(
+        "insert into tokens (user_id, name, token_hash, prefix) values ($1, 'from before', 'h1', 'svc_pat_…')",
+        [u!.id],
+      );
+      expect(await migrate(old.sql, migrations)).toContain(16);
+      const [row] = await old.sql.query<{ expires_at: Date }>("select expires_at from tokens where token_hash = 'h1'");
+      expect(daysLeft(row!.expires_at.toISOString())).toBeCloseTo(30, 1);
+      await expect(
+        old.sql.query("insert into tokens (user_id, token_hash, prefix) values ($1, 'h2', 'x')", [u!.id]),
+      ).rejects.toThrow(/expires_at/);
+    } finally {
+      await old.drop();
+    }
   });
 });

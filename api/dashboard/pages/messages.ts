@@ -17,6 +17,35 @@ ${HOW_TO_SIGN_IN}`,
   });
 }
 
+/**
+ * What a sign-in link opens: the question, not the session. Signing in takes this page's Continue (a POST of the
+ * code), so a link someone else planted in a page or a mail never signs a browser in to their account unasked.
+ */
+export function signInConfirmPage(options: {
+  email: string;
+  account: string;
+  /** How long the browser session lasts. */
+  days: number;
+  code: string;
+  next: string;
+}): string {
+  return layout({
+    title: "Sign in",
+    body: html`<h1>Sign in as ${options.email} to ${options.account}?</h1>
+<section>
+<p>This browser will be signed in to the svc dashboard as <strong>${options.email}</strong> (account
+${options.account}) for ${options.days} days, and then go to <code>${options.next}</code>.</p>
+<p>Continue only if you opened a link that you asked for yourself (<code>svc projects open</code>,
+<code>svc sessions open</code>).</p>
+<form method="post" action="/dashboard/sign-in">
+<input type="hidden" name="code" value="${options.code}">
+<input type="hidden" name="next" value="${options.next}">
+<button type="submit" class="primary">Continue</button>
+</form>
+</section>`,
+  });
+}
+
 /** A sign-in link used twice, expired or mangled. */
 export function badSignInLinkPage(): string {
   return layout({

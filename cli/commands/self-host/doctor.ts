@@ -1,20 +1,35 @@
 import { MODEL_SETUP_COMMAND } from "../../../protocol/env.ts";
+import type { ApiHealth } from "../../../protocol/health.ts";
 import { LOCAL_BASE_IMAGE, PUBLIC_BASE_IMAGE } from "../../../protocol/stack-settings.ts";
 import { CliError } from "../../errors.ts";
 import { printJson, printLine } from "../../output.ts";
 import { dockerGet } from "./docker-engine.ts";
 import { checkGateway, checkGatewayFromSandboxes } from "./gateway-checks.ts";
-import { probeHealth } from "./health.ts";
+import { readHealth } from "./health.ts";
 import { configuredModel, ensureState, localOrigin, selfHostPaths } from "./state.ts";
 
 export type Check = { check: string; ok: boolean; detail: string };
 
-async function checkStack(origin: string): Promise<Check> {
-  const ok = await probeHealth(origin, 2000);
+async function checkStack(origin: string, health: ApiHealth | undefined): Promise<Check> {
+  const ok = health !== undefined;
   return {
     check: "stack",
     ok,
     detail: ok ? `the stack answers at ${origin}` : `the stack does not answer at ${origin}: run 'svc self-host start'`,
+  };
+}
+
+/** The API's own word on the firewall it installs at start: sandboxes reach its port and the gateway's, no other. */
+function checkHostFirewall(health: ApiHealth | undefined): Check | undefined {
+  const firewall = health?.host_firewall;
+  if (!firewall) return undefined;
+  const check = "host-firewall";
+  if (firewall.installed)
+    return { check, ok: true, detail: "sandboxes reach only the API's and the model gateway's ports of this machine" };
+  return {
+    check,
+    ok: false,
+    detail: `the host firewall is not installed (${firewall.reason ?? "no reason given"}): sandboxes reach every port of this machine`,
   };
 }
 
@@ -46,8 +61,14 @@ async function checkBaseImage(configured: string | undefined, docker: boolean): 
 export async function doctor(options: { json?: boolean }): Promise<void> {
   const state = ensureState(selfHostPaths());
   const model = configuredModel(state);
-  const [stack, docker] = await Promise.all([checkStack(localOrigin(state)), checkDocker()]);
-  const checks = [stack, docker, await checkBaseImage(state.env.SVC_SANDBOX_BASE_IMAGE, docker.ok)];
+  const [health, docker] = await Promise.all([readHealth(localOrigin(state), 2000), checkDocker()]);
+  const checks = [
+    await checkStack(localOrigin(state), health),
+    docker,
+    await checkBaseImage(state.env.SVC_SANDBOX_BASE_IMAGE, docker.ok),
+  ];
+  const firewall = checkHostFirewall(health);
+  if (firewall) checks.push(firewall);
   checks.push({
     check: "model",
     ok: model !== undefined,

@@ -1,13 +1,18 @@
 import { ApiHealth } from "../../../protocol/health.ts";
 
-/** One health probe with a short timeout: true when the API answers healthy. */
-export async function probeHealth(origin: string, timeoutMs = 1000): Promise<boolean> {
+/** One health probe with a short timeout: the API's health when it answers healthy. */
+export async function readHealth(origin: string, timeoutMs = 1000): Promise<ApiHealth | undefined> {
   try {
     const res = await fetch(`${origin}/v1/health`, { signal: AbortSignal.timeout(timeoutMs) });
-    return res.ok && ApiHealth.safeParse(await res.json()).success;
+    const parsed = ApiHealth.safeParse(await res.json());
+    return res.ok && parsed.success ? parsed.data : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
+
+/** One health probe with a short timeout: true when the API answers healthy. */
+export const probeHealth = async (origin: string, timeoutMs = 1000) =>
+  (await readHealth(origin, timeoutMs)) !== undefined;
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -2,7 +2,7 @@ import { ProjectList } from "../../../protocol/project.ts";
 import { type Session, SessionList } from "../../../protocol/session.ts";
 import type { createApiClient } from "../../api-client.ts";
 
-/** Every session of every project the admin sees, with its project (status counts them, stop --sandboxes stops them). */
+/** Every session of every project the admin sees, with its project (status counts them). */
 export async function allSessions(
   api: ReturnType<typeof createApiClient>,
 ): Promise<{ projectId: string; session: Session }[]> {

@@ -1,11 +1,10 @@
-import { Session } from "../../../protocol/session.ts";
+import { StoppedSessions } from "../../../protocol/admin.ts";
 import { createApiClient } from "../../api-client.ts";
-import { info } from "../../output.ts";
+import { info, warn } from "../../output.ts";
 import { stopCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
 import { clearPid, isAlive, readPid } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
-import { allSessions } from "./stack-sessions.ts";
 import { ensureState, localOrigin, type StackMode, selfHostPaths } from "./state.ts";
 
 const GRACE_MS = 15_000;
@@ -17,16 +16,14 @@ export type StopResult = {
   sessions_stopped: number;
 };
 
-/** Stops every running session through the API (sandbox removed, branch and record kept), while it still answers. */
+/**
+ * Stops every live session of the stack, every account's, through its API while it still answers (sandbox removed,
+ * branch and record kept). The API stops the sessions of its own database: another stack's sandboxes on the same
+ * engine are never touched, and no container is picked by its labels here.
+ */
 async function stopSessions(origin: string, token: string): Promise<number> {
   const api = createApiClient({ baseUrl: origin, token });
-  const live = (await allSessions(api)).filter(
-    ({ session }) => session.status === "running" || session.status === "provisioning",
-  );
-  for (const { projectId, session } of live) {
-    await api.request("POST", `/v1/projects/${projectId}/sessions/${session.session_id}/stop`, Session);
-  }
-  return live.length;
+  return (await api.request("POST", "/v1/admin/sessions/stop", StoppedSessions)).stopped.length;
 }
 
 async function stopProcess(pid: number): Promise<void> {
@@ -57,6 +54,8 @@ export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promi
   if (options.sandboxes && (await probeHealth(origin))) {
     sessionsStopped = await stopSessions(origin, state.admin_token);
     info(`stopped ${sessionsStopped} running session${sessionsStopped === 1 ? "" : "s"} and their sandboxes`);
+  } else if (options.sandboxes) {
+    warn(`the API does not answer at ${origin}: running sessions keep their sandboxes (the next start adopts them)`);
   }
   const pid = mode === "embedded" ? (readPid(paths) ?? null) : null;
   if (pid) await stopProcess(pid);

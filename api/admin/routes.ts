@@ -1,0 +1,41 @@
+import type { FastifyInstance } from "fastify";
+import type { StoppedSessions } from "../../protocol/admin.ts";
+import { actingUserId } from "../auth/authenticate.ts";
+import type { Sql } from "../db/sql.ts";
+import { apiError } from "../errors.ts";
+import type { ProjectStore } from "../projects/store.ts";
+import type { SessionService } from "../sessions/service.ts";
+
+export type AdminRouteDeps = { sql: Sql; projects: ProjectStore; sessions: SessionService | undefined };
+
+/** What acts on every account at once is the installation administrator's alone (the self-host admin user). */
+async function requireAdmin(sql: Sql, userId: string): Promise<void> {
+  const [user] = await sql.query<{ is_admin: boolean }>("select is_admin from users where id = $1", [userId]);
+  if (!user?.is_admin) throw apiError("FORBIDDEN", "only the installation's administrator may do this");
+}
+
+export function adminRoutes(deps: AdminRouteDeps) {
+  return async (app: FastifyInstance) => {
+    /**
+     * Stops every live session of this installation, whichever account it belongs to (`svc self-host stop
+     * --sandboxes`), the way `sessions stop` does: sandbox removed, branch and record kept. It acts on this database's
+     * sessions, so on this installation's sandboxes only: another stack on the same engine keeps its own.
+     */
+    app.post("/v1/admin/sessions/stop", { config: { auth: "account" } }, async (req): Promise<StoppedSessions> => {
+      await requireAdmin(deps.sql, actingUserId(req.principal!));
+      const sessions = deps.sessions;
+      if (!sessions) return { stopped: [] };
+      const live = await deps.sql.query<{ session_id: string; project_id: string }>(
+        "select session_id, project_id from project_sessions where status in ('provisioning', 'running') order by created_at",
+      );
+      const stopped: string[] = [];
+      for (const { session_id, project_id } of live) {
+        const project = await deps.projects.byId(project_id);
+        if (!project) continue;
+        await sessions.stop(project, session_id);
+        stopped.push(session_id);
+      }
+      return { stopped };
+    });
+  };
+}
