@@ -1,12 +1,6 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Project } from "../../protocol/project.ts";
-import {
-  actingUserId,
-  authorizeProject,
-  bearer,
-  checkSessionScope,
-  resolvePrincipal,
-} from "../auth/authenticate.ts";
+import { actingUserId, authorizeProject, bearer, checkSessionScope, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { isUuid } from "../projects/store.ts";
 import { PREVIEW_COOKIE, PREVIEW_PARAM, PreviewGrant, verifyPreviewGrant } from "./preview-grant.ts";
