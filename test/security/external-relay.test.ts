@@ -5,7 +5,7 @@ import { call, seedUser, startApi, type TestApi } from "../support/api-server.ts
 import { freshDatabase, type TestDatabase } from "../support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "../support/git-fixture.ts";
 import { type GitServer, hostedRepository } from "../support/git-server.ts";
-import { seedLiveSandbox } from "../support/sandbox-rows.ts";
+import { seedLiveSandbox, sessionClone } from "../support/sandbox-rows.ts";
 
 const REMOTE_TOKEN = "ghp_relay0nlyFORtheAPI";
 
@@ -28,12 +28,8 @@ describe("the git relay of an external repository", () => {
   const originTip = async (branch: string) =>
     (await git(["rev-parse", "--verify", "-q", `refs/heads/${branch}`], { dir: origin, okCodes: [1] })).stdout.trim();
 
-  async function sandboxClone(): Promise<WorkRepo> {
-    const repo = await workRepo(authedUrl(relayUrl, sandboxCredential.password, sandboxCredential.username));
-    await repo.git(["fetch", "-q", "origin"]);
-    await repo.checkout("work", { create: true, from: `origin/${sessionId}` });
-    return repo;
-  }
+  const sandboxClone = () =>
+    sessionClone(authedUrl(relayUrl, sandboxCredential.password, sandboxCredential.username), sessionId);
 
   beforeAll(async () => {
     db = await freshDatabase("pglite");

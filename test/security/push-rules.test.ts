@@ -3,7 +3,7 @@ import { git } from "../../api/git/run.ts";
 import { call, seedUser, startApi, type TestApi } from "../support/api-server.ts";
 import { freshDatabase, type TestDatabase } from "../support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "../support/git-fixture.ts";
-import { seedLiveSandbox } from "../support/sandbox-rows.ts";
+import { seedLiveSandbox, sessionClone } from "../support/sandbox-rows.ts";
 
 /** What a sandbox may push into a managed repository, with real git over smart HTTP and the real pre-receive hook. */
 describe("sandbox push rules (managed repositories)", () => {
@@ -28,12 +28,7 @@ describe("sandbox push rules (managed repositories)", () => {
     return cloned(authedUrl(cred.body.repo_url, cred.body.password, cred.body.username));
   }
 
-  async function cloned(url: string): Promise<WorkRepo> {
-    const repo = await workRepo(url);
-    await repo.git(["fetch", "-q", "origin"]);
-    await repo.checkout("work", { create: true, from: `origin/${sessionId}` });
-    return repo;
-  }
+  const cloned = (url: string) => sessionClone(url, sessionId);
 
   beforeAll(async () => {
     db = await freshDatabase("pglite");

@@ -3,6 +3,7 @@ import type { Services } from "../../api/app.ts";
 import type { Sql } from "../../api/db/sql.ts";
 import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
+import { type WorkRepo, workRepo } from "./git-fixture.ts";
 
 /**
  * A session with a live sandbox, as the orchestrator records one, without a container: its row, its sandbox's row
@@ -34,4 +35,12 @@ export async function seedLiveSandbox(
     [sessionId, projectId, hashSecret(serviceKey), token?.id ?? null],
   );
   return { sessionId, sandboxId: row!.sandbox_id, serviceKey, sessionToken: token?.token };
+}
+
+/** A working copy of `url` on branch `work`, cut from the session's branch: where a sandbox's commits start. */
+export async function sessionClone(url: string, sessionId: string): Promise<WorkRepo> {
+  const repo = await workRepo(url);
+  await repo.git(["fetch", "-q", "origin"]);
+  await repo.checkout("work", { create: true, from: `origin/${sessionId}` });
+  return repo;
 }
