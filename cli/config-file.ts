@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "n
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
+import { type CliSettings, readCliEnv } from "./config.ts";
 import { CliError } from "./errors.ts";
 
 export const HostName = z
@@ -23,9 +24,9 @@ export const CliConfig = z.object({
 });
 export type CliConfig = z.infer<typeof CliConfig>;
 
-export function configPath(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.SVC_CONFIG_FILE) return env.SVC_CONFIG_FILE;
-  const base = env.XDG_CONFIG_HOME || join(homedir(), ".config");
+export function configPath(env: CliSettings = readCliEnv()): string {
+  if (env.configFile) return env.configFile;
+  const base = env.xdgConfigHome ?? join(homedir(), ".config");
   return join(base, "svc", "config.json");
 }
 

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
-import { CliEnv } from "../protocol/env.ts";
 import { type ApiClient, createApiClient } from "./api-client.ts";
+import { type CliSettings, readCliEnv } from "./config.ts";
 import { readConfig } from "./config-file.ts";
 import { CliError } from "./errors.ts";
 import { apiBase, findHost, loginHint, unreachableHint } from "./hosts.ts";
@@ -28,23 +28,19 @@ const say = (verbose: boolean | undefined, msg: string) => {
  */
 export function resolveContext(
   opts: GlobalOptions,
-  env: NodeJS.ProcessEnv = process.env,
   options: { quiet?: boolean } = {},
+  env: CliSettings = readCliEnv(),
 ): Context {
   const config = readConfig();
   const link = findLink();
   const hostName = opts.host ?? link?.link.host ?? config.active_host;
   say(opts.verbose, `host: ${hostName} (from ${opts.host ? "--host" : link ? link.path : "the active host"})`);
   const host = findHost(config, hostName);
-  if (!host && !env[CliEnv.apiUrl]) throw new CliError(`unknown host '${hostName}'; see 'svc hosts ls'`);
-  const apiUrl = env[CliEnv.apiUrl] ?? apiBase(host!.url);
-  if (env[CliEnv.apiUrl]) say(opts.verbose, `api: ${apiUrl} (from SVC_API_URL)`);
-  const token = env[CliEnv.cliToken] || env[CliEnv.executorToken] || host?.token;
-  const tokenSource = env[CliEnv.cliToken]
-    ? "SVC_CLI_TOKEN"
-    : env[CliEnv.executorToken]
-      ? "SVC_EXECUTOR_TOKEN"
-      : "the stored login";
+  if (!host && !env.apiUrl) throw new CliError(`unknown host '${hostName}'; see 'svc hosts ls'`);
+  const apiUrl = env.apiUrl ?? apiBase(host!.url);
+  if (env.apiUrl) say(opts.verbose, `api: ${apiUrl} (from SVC_API_URL)`);
+  const token = env.cliToken || env.executorToken || host?.token;
+  const tokenSource = env.cliToken ? "SVC_CLI_TOKEN" : env.executorToken ? "SVC_EXECUTOR_TOKEN" : "the stored login";
   if (!token) throw new CliError(`not logged in to ${hostName}; ${loginHint(hostName)}`);
   say(opts.verbose, `token: from ${tokenSource}`);
   if (!options.quiet) info(`host: ${hostName} (${apiUrl.replace(/\/v1$/, "")})`);
@@ -60,22 +56,6 @@ export function resolveContext(
     }),
     verbose: Boolean(opts.verbose),
   };
-}
-
-/** SPEC "Project resolution order": --project, SVC_PROJECT_ID, .svc/link.json up the tree; undefined when none. */
-export function findProject(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const fromLink = () => findLink()?.link.project_id;
-  const project = opts.project ?? env[CliEnv.projectId] ?? fromLink();
-  const source = opts.project ? "--project" : env[CliEnv.projectId] ? "SVC_PROJECT_ID" : ".svc/link.json";
-  if (project) say(opts.verbose, `project: ${project} (from ${source})`);
-  return project;
-}
-
-/** The project as findProject finds it, or a failure saying how to name one. */
-export function resolveProject(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
-  const project = findProject(opts, env);
-  if (!project) throw new CliError("no project: pass --project <id>, set SVC_PROJECT_ID, or run 'svc projects link'");
-  return project;
 }
 
 /** The root and command options merged, as every action sees them. */

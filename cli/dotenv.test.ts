@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseDotenv } from "./dotenv.ts";
+import { parseDotenv, parsePair } from "./dotenv.ts";
 
 describe("parseDotenv, as the dotenv package parses", () => {
   it("reads KEY=VALUE lines, trimming around the key and the value", () => {
@@ -54,5 +54,17 @@ describe("parseDotenv, as the dotenv package parses", () => {
   it("skips malformed lines and keeps an unterminated quote as text", () => {
     expect(parseDotenv("JUST_A_NAME\nTWO WORDS=x\n=no-key\nA=1")).toEqual({ A: "1" });
     expect(parseDotenv('OPEN="unterminated\nB=2')).toEqual({ OPEN: '"unterminated', B: "2" });
+  });
+});
+
+describe("parsePair", () => {
+  it("splits at the first '=' and keeps the value as given", () => {
+    expect(parsePair("A=b=c # not a comment", 1)).toEqual(["A", "b=c # not a comment"]);
+    expect(parsePair("EMPTY=", 1)).toEqual(["EMPTY", ""]);
+  });
+
+  it("refuses an argument without a name or '=', never echoing it", () => {
+    expect(() => parsePair("hunter2", 2)).toThrow(/^argument 2 is not NAME=VALUE$/);
+    expect(() => parsePair("=x", 1, "KEY=VALUE")).toThrow(/^argument 1 is not KEY=VALUE$/);
   });
 });

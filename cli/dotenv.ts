@@ -1,3 +1,5 @@
+import { usageError } from "./errors.ts";
+
 /**
  * dotenv parsing as the `dotenv` package does it: `export ` prefix, `#` comments (not inside quotes), single,
  * double and backtick quotes stripped, multi-line values inside quotes, `\n` expanded only in double quotes,
@@ -17,4 +19,15 @@ export function parseDotenv(text: string): Record<string, string> {
     result[key] = value;
   }
   return result;
+}
+
+/**
+ * One `NAME=VALUE` command-line argument (`secrets set`, `self-host env set`), split at its first `=`; the value is
+ * kept as it is, the shell having done any quoting. `form` names the expected shape in the error.
+ */
+export function parsePair(arg: string, position: number, form = "NAME=VALUE"): [string, string] {
+  const eq = arg.indexOf("=");
+  // Never echo the argument: without its '=' it may be a bare secret.
+  if (eq <= 0) throw usageError(`argument ${position} is not ${form}`);
+  return [arg.slice(0, eq), arg.slice(eq + 1)];
 }

@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { packageRoot } from "../protocol/package-root.ts";
+import { readCliEnv } from "./config.ts";
 import { CliError } from "./errors.ts";
 
 /** Installed from a git checkout by its scripts/install.sh: the shim runs the checkout's bin/svc.js. */
@@ -86,10 +87,10 @@ function isShimOf(path: string, script: string): boolean {
 }
 
 /** The shims of this installation: the recorded one and those in the directories the script may choose. */
-export function shimsOf(installation: Installation): string[] {
+export function shimsOf(installation: Installation, binDir = readCliEnv().binDir): string[] {
   const candidates = [
     installation.shim,
-    process.env.SVC_BIN_DIR && join(process.env.SVC_BIN_DIR, "svc"),
+    binDir && join(binDir, "svc"),
     "/usr/local/bin/svc",
     join(homedir(), ".local", "bin", "svc"),
   ];

@@ -1,5 +1,6 @@
 import { type Command, CommanderError } from "commander";
 import { plainText } from "../protocol/terminal-text.ts";
+import { readCliEnv } from "./config.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
 import { buildProgram } from "./program.ts";
 
@@ -27,7 +28,7 @@ async function main(argv: string[]): Promise<number> {
       return err.exitCode;
     }
     process.stderr.write(`error: ${(err as Error)?.message ?? String(err)}\n`);
-    if (process.env.SVC_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
+    if (readCliEnv().debug) process.stderr.write(`${(err as Error)?.stack}\n`);
     return EXIT_FAILURE;
   }
 }

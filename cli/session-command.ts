@@ -1,7 +1,8 @@
 import type { Command } from "commander";
 import { Session } from "../protocol/session.ts";
-import { type Context, findProject, type GlobalOptions, optionsOf, resolveContext } from "./context.ts";
+import { type Context, type GlobalOptions, optionsOf, resolveContext } from "./context.ts";
 import { info } from "./output.ts";
+import { findProject } from "./project-command.ts";
 
 type SessionOptions = GlobalOptions & { json?: boolean };
 
@@ -25,7 +26,7 @@ export async function sessionCommand<T = object>(
   options: { quiet?: boolean } = {},
 ): Promise<{ opts: T & SessionOptions; ctx: Context; project: string; path: (suffix?: string) => string }> {
   const opts = optionsOf<T & SessionOptions>(cmd);
-  const ctx = resolveContext(opts, process.env, options);
+  const ctx = resolveContext(opts, options);
   const project = await sessionProject(ctx, opts, sessionId);
   const base = `/projects/${encodeURIComponent(project)}/sessions/${encodeURIComponent(sessionId)}`;
   return { opts, ctx, project, path: (suffix = "") => `${base}${suffix}` };

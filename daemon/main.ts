@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { ClaimBody, DaemonHealth, EnvBody, PromptBody } from "../protocol/daemon.ts";
+import { VERSION } from "../protocol/version.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
 import { loadDaemonConfig } from "./config.ts";
@@ -17,7 +18,6 @@ import { writeSessionEnv } from "./session-env-plugin.ts";
 import { startWarmUpModel, WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-model.ts";
 import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
 
-const VERSION = "0.1.0";
 const CLONE_ATTEMPTS = 5;
 
 const log = (msg: string) => process.stderr.write(`svc-agent: ${msg}\n`);

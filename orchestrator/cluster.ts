@@ -88,3 +88,31 @@ export async function joinCluster(
     },
   };
 }
+
+/**
+ * The one place background work asks "do I lead?": each call of the returned check asks `lead()` (a failure counts
+ * as not leading) and runs the step for what changed since the previous call: `start` on gaining the lead (`tick`
+ * without one), `tick` while holding it, `stop` on losing it. A step that fails is logged as `<name> failed`; the
+ * next check carries on. One follower per run of the work: a fresh one starts from not leading.
+ */
+export function whileLeading(work: {
+  lead: () => Promise<boolean>;
+  name: string;
+  log: (msg: string, extra?: Record<string, unknown>) => void;
+  start?: () => Promise<void>;
+  tick: () => Promise<unknown>;
+  stop?: () => void;
+}): () => Promise<void> {
+  let leading = false;
+  return async () => {
+    const leads = await work.lead().catch(() => false);
+    const was = leading;
+    leading = leads;
+    try {
+      if (leads) await (was ? work.tick() : (work.start ?? work.tick)());
+      else if (was) work.stop?.();
+    } catch (err) {
+      work.log(`${work.name} failed`, { error: (err as Error).message });
+    }
+  };
+}

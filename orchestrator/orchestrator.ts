@@ -1,6 +1,6 @@
 import { createAppDeployer } from "./apps/deployer.ts";
 import { createLocalAppProvider } from "./apps/local-provider.ts";
-import type { Cluster } from "./cluster.ts";
+import { type Cluster, whileLeading } from "./cluster.ts";
 import { createDiskWatch } from "./disk-watch.ts";
 import { createIdleSweeper } from "./idle-sweeper.ts";
 import { platformImageResolver } from "./images/platform-image.ts";
@@ -70,27 +70,20 @@ export function createOrchestrator(deps: OrchestratorDeps) {
       log: deps.log,
     });
     const sweep = createIdleSweeper({ records: deps.records, provisioner, idleMs: options.idleMs, log: deps.log });
-    const whileLeading = (name: string, fn: () => Promise<unknown>) => async () => {
-      try {
-        if (await cluster.lead()) await fn();
-      } catch (err) {
-        deps.log(`${name} failed`, { error: (err as Error).message });
-      }
-    };
+    const leaderOnly = (name: string, tick: () => Promise<unknown>) =>
+      whileLeading({ lead: cluster.lead, name, log: deps.log, tick });
+    const reconcileWhileLeading = leaderOnly("reconcile", reconcile);
     // A leader that was just killed may hold its lock until the database notices: ask again for a moment.
     void (async () => {
       for (let i = 0; i < 10 && !(await cluster.lead().catch(() => false)); i++) {
         await new Promise((r) => setTimeout(r, 200));
       }
-      await whileLeading("reconcile", reconcile)();
+      await reconcileWhileLeading();
     })();
-    const timers = [
-      setInterval(whileLeading("reconcile", reconcile), TICK_MS),
-      setInterval(whileLeading("idle sweep", sweep), TICK_MS),
-    ];
+    const timers = [setInterval(reconcileWhileLeading, TICK_MS), setInterval(leaderOnly("idle sweep", sweep), TICK_MS)];
     if (options.disk?.limitMb) {
       const watch = createDiskWatch({ ...deps, provisioner, limitMb: options.disk.limitMb });
-      timers.push(setInterval(whileLeading("disk watch", watch), options.disk.tickMs ?? TICK_MS));
+      timers.push(setInterval(leaderOnly("disk watch", watch), options.disk.tickMs ?? TICK_MS));
     }
     void triggers?.start(cluster.lead);
     void apps?.start(cluster);

@@ -34,7 +34,10 @@ export const CLAIMED_ENV = [
   SandboxEnv.bootstrapAgentSession,
 ] as const;
 
-/** Variables the CLI reads (SPEC "Read by the CLI"), plus SVC_HOME for the self-host stack. */
+/**
+ * Variables the CLI reads (SPEC "Read by the CLI"), plus SVC_HOME for the self-host stack and SVC_BIN_DIR, where
+ * the install script puts the `svc` shim.
+ */
 export const CliEnv = {
   cliToken: "SVC_CLI_TOKEN",
   executorToken: "SVC_EXECUTOR_TOKEN",
@@ -43,6 +46,7 @@ export const CliEnv = {
   configFile: "SVC_CONFIG_FILE",
   dashboardUrl: "SVC_DASHBOARD_URL",
   home: "SVC_HOME",
+  binDir: "SVC_BIN_DIR",
   branchName: "SVC_BRANCH_NAME",
   headRef: "SVC_HEAD_REF",
   sessionId: "SVC_SESSION_ID",

@@ -56,6 +56,8 @@ export const ErrorCode = z.enum([
   "UNSUPPORTED_MEDIA_TYPE",
   "HEADERS_TOO_LARGE",
   "REQUEST_TIMEOUT",
+  /** Compose mode's edge: no API replica answers (yet); try again shortly. */
+  "UNAVAILABLE",
   "INTERNAL",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

@@ -5,6 +5,7 @@ import type {
   ListChangeRequestsQuery,
   MergePreview,
 } from "../../protocol/change-request.ts";
+import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
 import type { Project } from "../../protocol/project.ts";
 import { apiError } from "../errors.ts";
 import { refuseDefaultBranchLookalike } from "../git/branch-names.ts";
@@ -15,7 +16,6 @@ import { readBranchTips } from "../git/refs.ts";
 import type { Repositories } from "../git/repositories.ts";
 import { RepoUnavailableError } from "../git/repositories.ts";
 import { isUuid } from "../projects/store.ts";
-import { createKeyedMutex } from "./keyed-mutex.ts";
 import type { ChangeRequestStore } from "./store.ts";
 
 export type ChangeRequestDeps = {

@@ -1,8 +1,8 @@
 import type { ChangeRequest } from "../../protocol/change-request.ts";
 import type { Channel, SlackEnvelope, SlackMessageEvent } from "../../protocol/channel.ts";
+import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
 import type { Project } from "../../protocol/project.ts";
 import type { AccountStore } from "../accounts/store.ts";
-import { createKeyedMutex } from "../change-requests/keyed-mutex.ts";
 import { ApiError } from "../errors.ts";
 import type { ProjectStore } from "../projects/store.ts";
 import type { SessionService } from "../sessions/service.ts";

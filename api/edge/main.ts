@@ -1,6 +1,8 @@
 import { Agent, createServer } from "node:http";
 import httpProxy from "http-proxy";
 import { z } from "zod";
+import { apiError } from "../errors.ts";
+import { writeError } from "../http/error-handler.ts";
 import { createUpstreams } from "./upstreams.ts";
 
 /**
@@ -17,18 +19,14 @@ const env = Env.parse(process.env);
 const upstreams = createUpstreams(env.SVC_EDGE_UPSTREAM_HOST, env.SVC_EDGE_UPSTREAM_PORT);
 const proxy = httpProxy.createProxyServer({ agent: new Agent({ keepAlive: true }), xfwd: true, proxyTimeout: 0 });
 
-const unavailable = JSON.stringify({ error: "no API replica answers yet; try again shortly", code: "UNAVAILABLE" });
+const unavailable = apiError("UNAVAILABLE", "no API replica answers yet; try again shortly");
 
 const server = createServer(async (req, res) => {
   const target = await upstreams.pick();
-  if (!target) {
-    res.writeHead(503, { "content-type": "application/json" }).end(unavailable);
-    return;
-  }
+  if (!target) return void writeError(res, unavailable);
   proxy.web(req, res, { target }, (err) => {
     if ((err as NodeJS.ErrnoException).code === "ECONNREFUSED") upstreams.refused(target);
-    if (!res.headersSent) res.writeHead(502, { "content-type": "application/json" }).end(unavailable);
-    else res.destroy();
+    writeError(res, unavailable);
   });
 });
 server.on("upgrade", async (req, socket, head) => {

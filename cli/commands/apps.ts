@@ -1,4 +1,4 @@
-import { Command, Option } from "commander";
+import { Command } from "commander";
 import { type App, AppDeploy, AppDeployList, AppDetail, AppLink, AppList } from "../../protocol/app.ts";
 import { openBrowser } from "../browser.ts";
 import type { Context } from "../context.ts";
@@ -6,7 +6,7 @@ import { CliError } from "../errors.ts";
 import { parsePositiveInt } from "../flag-parsers.ts";
 import { printLogLines } from "../log-lines.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
-import { projectCommand } from "../project-command.ts";
+import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
 const WAIT_POLL_MS = 500;
@@ -66,10 +66,7 @@ async function waitFor(ctx: Context, path: (s?: string) => string, name: string,
 /** `svc apps`: the manifest's `[[apps]]` on the default branch, their deploys, logs, redeploys and rollbacks. */
 export function appsCommand(): Command {
   const apps = new Command("apps").description("long-running apps from [[apps]] in svc.toml");
-  const withProject = (c: Command) =>
-    c
-      .addOption(new Option("--project <id>", "project id or slug (default: SVC_PROJECT_ID or the linked project)"))
-      .option("--json", "output JSON");
+  const withProject = (c: Command) => c.addOption(projectOption()).option("--json", "output JSON");
   const appPath = (name: string, suffix = "") => `/${encodeURIComponent(name)}${suffix}`;
 
   withProject(apps.command("ls", { isDefault: true }).description("apps with their status and URL")).action(

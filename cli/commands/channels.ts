@@ -1,8 +1,8 @@
-import { Command, Option } from "commander";
+import { Command } from "commander";
 import { Channel, ChannelList, SlackChannelId, SlackTeamId } from "../../protocol/channel.ts";
 import { usageError } from "../errors.ts";
 import { info, printJson, printLine } from "../output.ts";
-import { projectCommand } from "../project-command.ts";
+import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
 /** A flag or argument checked with the protocol's own rule: a bad one is a usage error (exit 2). */
@@ -28,10 +28,7 @@ async function list(cmd: Command): Promise<void> {
  * its thread go to the same session, and the agent's answer and CRs come back to the thread.
  */
 export function channelsCommand(): Command {
-  const withProject = (c: Command) =>
-    c
-      .addOption(new Option("--project <id>", "project id or slug (default: SVC_PROJECT_ID or the linked project)"))
-      .option("--json", "output JSON");
+  const withProject = (c: Command) => c.addOption(projectOption()).option("--json", "output JSON");
   const channels = withProject(
     new Command("channels").description("chat channels whose mentions start sessions (lists them)"),
   ).action((_o, cmd: Command) => list(cmd));

@@ -6,12 +6,12 @@ import {
   Diff,
   MergePreview,
 } from "../../protocol/change-request.ts";
-import { CliEnv } from "../../protocol/env.ts";
+import { readCliEnv } from "../config.ts";
 import { type Context, optionsOf } from "../context.ts";
 import { usageError } from "../errors.ts";
 import { parseCommitSha } from "../flag-parsers.ts";
 import { info, printJson, printLine } from "../output.ts";
-import { projectCommand } from "../project-command.ts";
+import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable, useColor } from "../table.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -68,8 +68,6 @@ async function get(ctx: Context, path: string) {
 
 export function crCommand(): Command {
   const cr = new Command("cr").description("change requests: the only way work reaches the default branch");
-  const projectOption = () =>
-    new Option("--project <id>", "project id or slug (default: SVC_PROJECT_ID or the linked project)");
 
   cr.command("ls")
     .description("list change requests")
@@ -138,7 +136,8 @@ export function crCommand(): Command {
     .option("--json", "output JSON")
     .action(async (_o, cmd: Command) => {
       const o = optionsOf<Record<string, string | undefined>>(cmd);
-      const head = o.head ?? o.from ?? process.env[CliEnv.branchName] ?? process.env[CliEnv.headRef];
+      const env = readCliEnv();
+      const head = o.head ?? o.from ?? env.branchName ?? env.headRef;
       if (!head) throw usageError("--head is required outside a session");
       if (!o.title?.trim()) throw usageError("--title must not be empty");
       const { opts, ctx, path } = projectCommand(cmd, "change-requests");
@@ -147,7 +146,7 @@ export function crCommand(): Command {
         description: o.description ?? o.body,
         head_ref: head,
         base_ref: o.base ?? o.into,
-        session_id: o.session ?? process.env[CliEnv.sessionId],
+        session_id: o.session ?? env.sessionId,
       };
       const created = await ctx.client.request("POST", path(), ChangeRequest, { body });
       if (opts.json) return printJson(created);

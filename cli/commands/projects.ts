@@ -1,16 +1,18 @@
 import { Command } from "commander";
 import { Project, ProjectList } from "../../protocol/project.ts";
-import { findProject, optionsOf, resolveContext, resolveProject } from "../context.ts";
+import { readCliEnv } from "../config.ts";
+import { optionsOf, resolveContext } from "../context.ts";
 import { openDashboard } from "../dashboard-link.ts";
 import { usageError } from "../errors.ts";
 import { removeLink, writeLink } from "../link-file.ts";
 import { info, printJson, printLine } from "../output.ts";
+import { findProject, resolveProject } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
 type Opts = { json?: boolean };
 
 export function dashboardUrl(hostUrl: string): string {
-  return (process.env.SVC_DASHBOARD_URL ?? hostUrl).replace(/\/+$/, "");
+  return (readCliEnv().dashboardUrl ?? hostUrl).replace(/\/+$/, "");
 }
 
 export function projectsCommand(): Command {
@@ -115,7 +117,7 @@ export function projectsCommand(): Command {
     .option("--json", "output JSON: {url}")
     .action(async (ref: string | undefined, _o, cmd: Command) => {
       const opts = optionsOf<Opts>(cmd);
-      const ctx = resolveContext(opts, process.env, { quiet: true });
+      const ctx = resolveContext(opts, { quiet: true });
       const named = ref ?? findProject(opts);
       // An unknown project fails here, before any link is made or browser opened.
       const project = named

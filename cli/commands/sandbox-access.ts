@@ -7,6 +7,7 @@ import type { Context } from "../context.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parsePositiveInt } from "../flag-parsers.ts";
 import { printLogLines } from "../log-lines.ts";
+import { projectOption } from "../project-command.ts";
 import { sessionCommand } from "../session-command.ts";
 
 /** `svc sessions logs <id> [-f] [--tail N] [--json]`: the sandbox's own output (entrypoint, daemon, agent). */
@@ -123,7 +124,7 @@ export function addSandboxAccess(sessions: Command): void {
     .argument("<id>")
     .option("-f, --follow", "keep printing new lines until the sandbox stops or Ctrl-C")
     .option("--tail <n>", "only the last n lines so far", parsePositiveInt)
-    .option("--project <id>", "project id or slug")
+    .addOption(projectOption())
     .option("--json", "one JSON object a line: {stream, line}")
     .action((id: string, _o, cmd: Command) => logs(cmd, id));
 
@@ -132,7 +133,7 @@ export function addSandboxAccess(sessions: Command): void {
     .description("run a command in the sandbox's workspace: svc sessions exec <id> -- <cmd> [args...]")
     .argument("<id>")
     .argument("<cmd...>", "the command and its arguments, after --")
-    .option("--project <id>", "project id or slug")
+    .addOption(projectOption())
     .action(async (id: string, command: string[], _o, cmd: Command) => {
       const { ctx, path } = await sessionCommand(cmd, id);
       exitWith(await run(ctx, path("/exec"), { cmd: command, tty: false }));
@@ -142,7 +143,7 @@ export function addSandboxAccess(sessions: Command): void {
     .command("shell")
     .description("an interactive shell in the sandbox's workspace")
     .argument("<id>")
-    .option("--project <id>", "project id or slug")
+    .addOption(projectOption())
     .action(async (id: string, _o, cmd: Command) => {
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
         throw usageError(

@@ -2,10 +2,10 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { Command } from "commander";
 import { z } from "zod";
 import { SecretList } from "../../protocol/secret.ts";
-import { parseDotenv } from "../dotenv.ts";
+import { parseDotenv, parsePair } from "../dotenv.ts";
 import { CliError, usageError } from "../errors.ts";
 import { info, printJson, warn } from "../output.ts";
-import { projectCommand } from "../project-command.ts";
+import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
 const SetResult = z.object({ names: z.array(z.string()), revision: z.number() });
@@ -26,7 +26,7 @@ function warnManifestError(list: SecretList): void {
 
 export function secretsCommands(): Command[] {
   const secrets = new Command("secrets").description("project secrets, injected into every sandbox as env vars");
-  const withProject = (c: Command) => c.option("--project <id>", "project id or slug").option("--json", "output JSON");
+  const withProject = (c: Command) => c.addOption(projectOption()).option("--json", "output JSON");
 
   withProject(secrets.command("ls").description("secret names and the default branch manifest's [env] spec")).action(
     async (_o, cmd: Command) => {
@@ -68,17 +68,12 @@ export function secretsCommands(): Command[] {
     const values: Record<string, string> = {};
     let stdinUsed = false;
     for (const [i, pair] of pairs.entries()) {
-      const eq = pair.indexOf("=");
-      // Never echo the argument: without its '=' it may be a bare secret.
-      if (eq <= 0) throw usageError(`argument ${i + 1} is not NAME=VALUE`);
-      const name = pair.slice(0, eq);
-      let value = pair.slice(eq + 1);
+      const [name, value] = parsePair(pair, i + 1);
       if (value === "-") {
         if (stdinUsed) throw usageError("only one NAME=- can read stdin");
         stdinUsed = true;
-        value = await readStdin();
       }
-      values[name] = value;
+      values[name] = value === "-" ? await readStdin() : value;
     }
     const { opts, ctx, path } = projectCommand(cmd, "secrets");
     const result = await ctx.client.request("PUT", path(), SetResult, { body: { secrets: values } });

@@ -7,7 +7,7 @@ import { openDashboard } from "../dashboard-link.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parsePort } from "../flag-parsers.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
-import { projectCommand } from "../project-command.ts";
+import { projectCommand, projectOption } from "../project-command.ts";
 import { sessionCommand } from "../session-command.ts";
 import { printTable } from "../table.ts";
 import { chatAction } from "./chat.ts";
@@ -33,7 +33,7 @@ function printSession(s: Session): void {
 
 export function sessionsCommand(): Command {
   const sessions = new Command("sessions").description("agent sessions, each in its own sandbox");
-  const withProject = (c: Command) => c.option("--project <id>", "project id or slug").option("--json", "output JSON");
+  const withProject = (c: Command) => c.addOption(projectOption()).option("--json", "output JSON");
 
   withProject(sessions.command("ls").description("all sessions of the project")).action(async (_o, cmd: Command) => {
     const { opts, ctx, path } = projectCommand(cmd, "sessions");
@@ -111,7 +111,7 @@ export function sessionsCommand(): Command {
     .command("open")
     .description("sign a browser in to the dashboard on the session's page")
     .argument("<id>")
-    .option("--project <id>", "project id or slug")
+    .addOption(projectOption())
     .option("--json", "output JSON: {url}")
     .action(async (id: string, _o, cmd: Command) => {
       const { opts, ctx, path } = await sessionCommand(cmd, id, { quiet: true });

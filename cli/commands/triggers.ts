@@ -1,8 +1,8 @@
-import { Command, Option } from "commander";
+import { Command } from "commander";
 import { Session } from "../../protocol/session.ts";
 import { Trigger, TriggerList, TriggerToggleResult } from "../../protocol/trigger.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
-import { projectCommand } from "../project-command.ts";
+import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
 function printTrigger(t: Trigger): void {
@@ -24,10 +24,7 @@ function printTrigger(t: Trigger): void {
 /** `svc triggers`: the manifest's `[[triggers]]` on the default branch, with their runtime state. */
 export function triggersCommand(): Command {
   const triggers = new Command("triggers").description("scheduled sessions from [[triggers]] in svc.toml");
-  const withProject = (c: Command) =>
-    c
-      .addOption(new Option("--project <id>", "project id or slug (default: SVC_PROJECT_ID or the linked project)"))
-      .option("--json", "output JSON");
+  const withProject = (c: Command) => c.addOption(projectOption()).option("--json", "output JSON");
   const slugPath = (slug: string, suffix = "") => `/${encodeURIComponent(slug)}${suffix}`;
 
   withProject(triggers.command("ls").description("triggers with their last firing")).action(

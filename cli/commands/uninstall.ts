@@ -2,6 +2,7 @@ import { rmdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import { createInterface } from "node:readline/promises";
 import { Command } from "commander";
+import { readCliEnv } from "../config.ts";
 import { configPath } from "../config-file.ts";
 import { CliError, usageError } from "../errors.ts";
 import { currentInstallation, installRecordPath, shimsOf } from "../installation.ts";
@@ -68,7 +69,7 @@ export async function uninstallSvc(options: UninstallOptions): Promise<void> {
   if (!options.keepAuth) {
     remove(config);
     // The default directory (~/.config/svc) is svc's own: gone too when nothing else was put there.
-    if (!process.env.SVC_CONFIG_FILE) {
+    if (!readCliEnv().configFile) {
       try {
         rmdirSync(dirname(config));
       } catch {}

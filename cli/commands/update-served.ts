@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { dirname } from "node:path";
+import { readCliEnv } from "../config.ts";
 import { CliError } from "../errors.ts";
 import { readInstallRecord, type ServedRecord } from "../installation.ts";
 import { info, printJson } from "../output.ts";
@@ -32,7 +33,7 @@ export async function updateServed(record: ServedRecord, home: string, options: 
     PATH: `${dirname(record.node)}:${process.env.PATH ?? ""}`,
     SVC_HOME: home,
     SVC_PREFIX: record.prefix,
-    SVC_BIN_DIR: process.env.SVC_BIN_DIR || dirname(record.shim),
+    SVC_BIN_DIR: readCliEnv().binDir ?? dirname(record.shim),
   };
   const run = spawnSync("bash", ["-s"], { input: script, stdio: ["pipe", 2, 2], env });
   const code = run.status ?? 1;

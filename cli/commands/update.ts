@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Command } from "commander";
+import { readCliEnv } from "../config.ts";
 import { CliError } from "../errors.ts";
 import { currentInstallation } from "../installation.ts";
 import { info, printJson } from "../output.ts";
@@ -44,7 +45,7 @@ export async function updateSvc(options: { json?: boolean }): Promise<void> {
   const env = {
     ...process.env,
     PATH: `${dirname(nodeBin)}:${process.env.PATH ?? ""}`,
-    SVC_BIN_DIR: process.env.SVC_BIN_DIR || (shim && dirname(shim)) || undefined,
+    SVC_BIN_DIR: readCliEnv().binDir ?? (shim && dirname(shim)),
     SVC_INSTALL_PORT: undefined,
   };
   const code = run("bash", [script], env);

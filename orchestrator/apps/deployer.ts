@@ -1,7 +1,9 @@
+import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
 import type { AppSpec } from "../../protocol/manifest.ts";
 import type { Project } from "../../protocol/project.ts";
 import { redact } from "../../protocol/redact.ts";
 import { plainText } from "../../protocol/terminal-text.ts";
+import { whileLeading } from "../cluster.ts";
 import { OrchestratorError } from "../errors.ts";
 import type {
   AppDeployRecord,
@@ -12,7 +14,6 @@ import type {
   RepositoryPort,
   SecretsPort,
 } from "../ports.ts";
-import { createSerialQueues } from "../serial-queues.ts";
 import { createBuildKeys } from "./build-key.ts";
 import type { AppProvider } from "./provider.ts";
 import { waitHealthy } from "./wait-healthy.ts";
@@ -63,7 +64,9 @@ export function createAppDeployer(deps: DeployerDeps) {
   let timers: NodeJS.Timeout[] = [];
 
   /** One deploy at a time per app (`<project>/<app>`), one sync at a time per project. */
-  const serial = createSerialQueues((key, err) => log("app deploy failed", { app: key, error: err.message }));
+  const oneAtATime = createKeyedMutex();
+  const serial = (key: string, fn: () => Promise<void>) =>
+    oneAtATime(key, fn).catch((err) => log("app deploy failed", { app: key, error: (err as Error).message }));
 
   async function keyAt(pa: ProjectApps & { commit: string }, spec: AppSpec): Promise<string> {
     return buildKey(await deps.repos.gitDir(pa.project), pa.commit, spec, await deps.platformImage());
@@ -218,26 +221,28 @@ export function createAppDeployer(deps: DeployerDeps) {
     }
   }
 
-  async function checkLead(): Promise<void> {
-    const leads = await lead().catch(() => false);
-    try {
-      if (leads && !running) {
+  /** Deploys and reconciles while `lead()` says so. */
+  const followLead = () =>
+    whileLeading({
+      lead,
+      name: "app deployer check",
+      log,
+      async start() {
         running = true;
         log("app deployer started on this API process");
         moveCursor = (await port.movedSince(null)).cursor;
         await resync();
-      } else if (leads && running) {
+      },
+      async tick() {
         const moved = await port.movedSince(moveCursor);
         moveCursor = moved.cursor;
         await Promise.all(moved.projectIds.map(sync));
-      } else if (!leads && running) {
+      },
+      stop() {
         running = false;
         log("app deployer stopped: this API process no longer leads");
-      }
-    } catch (err) {
-      log("app deployer check failed", { error: (err as Error).message });
-    }
-  }
+      },
+    });
 
   return {
     /** Deploys what changed on the project's default branch (a merge, a push, a fetch); a no-op unless leading. */
@@ -294,6 +299,7 @@ export function createAppDeployer(deps: DeployerDeps) {
       lead = cluster.lead;
       isAlive = cluster.isAlive;
       instanceId = cluster.instanceId;
+      const checkLead = followLead();
       for (const t of timers) clearInterval(t);
       timers = [
         setInterval(() => void checkLead(), LEAD_CHECK_MS),

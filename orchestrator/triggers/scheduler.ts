@@ -1,7 +1,8 @@
 import cron, { type ScheduledTask } from "node-cron";
+import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
 import type { TriggerSpec } from "../../protocol/manifest.ts";
+import { whileLeading } from "../cluster.ts";
 import type { Log, ProjectTriggers, TriggerPort } from "../ports.ts";
-import { createSerialQueues } from "../serial-queues.ts";
 
 /**
  * Missed instants: after a (re)start or a takeover the leader fires at most the single most recent instant it
@@ -127,9 +128,11 @@ export function createTriggerScheduler(options: SchedulerOptions) {
   }
 
   /** Runs `fn` after the project's previous reload: one project's jobs are rebuilt one reload at a time. */
-  const serial = createSerialQueues((projectId, err) =>
-    log("trigger reload failed", { project: projectId, error: err.message }),
-  );
+  const oneReloadAtATime = createKeyedMutex();
+  const serial = (projectId: string, fn: () => Promise<void>) =>
+    oneReloadAtATime(projectId, fn).catch((err) =>
+      log("trigger reload failed", { project: projectId, error: (err as Error).message }),
+    );
 
   async function reload(projectId: string): Promise<void> {
     if (!running) return;
@@ -155,34 +158,40 @@ export function createTriggerScheduler(options: SchedulerOptions) {
     for (const projectId of [...jobs.keys()]) dropProject(projectId);
   }
 
-  /** Follows leadership: schedules while `lead()` says so, drops every job when it stops saying so. */
-  async function checkLead(): Promise<void> {
-    const leads = await lead().catch(() => false);
-    if (leads && !running) {
-      running = true;
-      log("trigger scheduler started on this API process");
-      moveCursor = (await port.movedSince(null).catch(() => undefined))?.cursor ?? null;
-      await resync().catch((err) => log("trigger resync failed", { error: (err as Error).message }));
-    } else if (leads && running) {
+  /** Schedules while `lead()` says so, drops every job when it stops saying so. */
+  const followLead = () =>
+    whileLeading({
+      lead,
+      name: "trigger scheduler",
+      log,
+      async start() {
+        running = true;
+        log("trigger scheduler started on this API process");
+        moveCursor = (await port.movedSince(null).catch(() => undefined))?.cursor ?? null;
+        await resync().catch((err) => log("trigger resync failed", { error: (err as Error).message }));
+      },
       // Merges other API processes received since the last check.
-      try {
-        const merged = await port.movedSince(moveCursor);
-        moveCursor = merged.cursor;
-        await Promise.all(merged.projectIds.map(reload));
-      } catch (err) {
-        log("trigger reload after merges failed", { error: (err as Error).message });
-      }
-    } else if (!leads && running) {
-      stopJobs();
-      log("trigger scheduler stopped: this API process no longer leads");
-    }
-  }
+      async tick() {
+        try {
+          const merged = await port.movedSince(moveCursor);
+          moveCursor = merged.cursor;
+          await Promise.all(merged.projectIds.map(reload));
+        } catch (err) {
+          log("trigger reload after merges failed", { error: (err as Error).message });
+        }
+      },
+      stop() {
+        stopJobs();
+        log("trigger scheduler stopped: this API process no longer leads");
+      },
+    });
 
   return {
     reload,
     /** Starts following leadership (`lead` from orchestrator/cluster.ts); returns when the first check is done. */
     async start(leadFn: () => Promise<boolean>): Promise<void> {
       lead = leadFn;
+      const checkLead = followLead();
       for (const t of timers) clearInterval(t);
       timers = [
         setInterval(() => void checkLead(), options.leadCheckMs ?? LEAD_CHECK_MS),

@@ -5,6 +5,7 @@ import {
   type StackSetting,
   stackSetting,
 } from "../../../protocol/stack-settings.ts";
+import { parsePair } from "../../dotenv.ts";
 import { usageError } from "../../errors.ts";
 import { info, printJson, warn } from "../../output.ts";
 import { printTable } from "../../table.ts";
@@ -91,12 +92,9 @@ export function envList(options: { json?: boolean }): void {
 function parsePairs(pairs: string[]): [string, string][] {
   if (pairs.length === 0) throw usageError("give at least one KEY=VALUE");
   return pairs.map((pair, i) => {
-    const eq = pair.indexOf("=");
-    // Never echo the argument: without its '=' it may be a bare secret.
-    if (eq <= 0) throw usageError(`argument ${i + 1} is not KEY=VALUE`);
-    const key = pair.slice(0, eq);
+    const [key, value] = parsePair(pair, i + 1, "KEY=VALUE");
     if (!KEY.test(key)) throw usageError(`'${key}' is not a valid variable name`);
-    return [key, pair.slice(eq + 1)];
+    return [key, value];
   });
 }
 

@@ -2,12 +2,13 @@ import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { packageRoot } from "../../../protocol/package-root.ts";
+import { readCliEnv } from "../../config.ts";
 import type { SelfHostPaths } from "./state.ts";
 
 /** The API entry point: the bundle when built, the source through tsx otherwise. */
 function apiCommand(root: string): string[] {
   const bundle = join(root, "dist", "api.mjs");
-  if (process.env.SVC_FROM_SOURCE !== "1" && existsSync(bundle)) return [bundle];
+  if (!readCliEnv().fromSource && existsSync(bundle)) return [bundle];
   return ["--import", "tsx", join(root, "api", "main.ts")];
 }
 

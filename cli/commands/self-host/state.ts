@@ -4,6 +4,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { TOKEN_PREFIX } from "../../../protocol/token.ts";
+import { type CliSettings, readCliEnv } from "../../config.ts";
 import { CliError } from "../../errors.ts";
 
 export const DEFAULT_PORT = 7700;
@@ -37,8 +38,8 @@ export type SelfHostState = z.infer<typeof SelfHostState>;
 
 export type SelfHostPaths = { home: string; state: string; pid: string; logs: string; apiLog: string };
 
-export function selfHostPaths(env: NodeJS.ProcessEnv = process.env): SelfHostPaths {
-  const home = env.SVC_HOME || join(homedir(), ".svc");
+export function selfHostPaths(env: CliSettings = readCliEnv()): SelfHostPaths {
+  const home = env.home ?? join(homedir(), ".svc");
   return {
     home,
     state: join(home, "selfhost.json"),

@@ -2,6 +2,7 @@
  * The credential wizard: only the integrations SPEC lists (app deployment, repository access, app connector)
  * and the model gateway, each skippable. `svc self-host configure` runs it; so does the first interactive start.
  */
+import { readCliEnv } from "../../config.ts";
 import { CliError, usageError } from "../../errors.ts";
 import { info } from "../../output.ts";
 import { checkGateway } from "./gateway-checks.ts";
@@ -130,6 +131,6 @@ export async function configure(): Promise<void> {
  */
 export async function firstStartWizard(paths: SelfHostPaths, state: SelfHostState, options: { wizard?: boolean }) {
   if (state.wizard_done || options.wizard === false || !interactive()) return;
-  if (process.env.SVC_NO_WIZARD === "1" || process.env.CI === "true") return;
+  if (readCliEnv().noWizard) return;
   await runWizard(paths, state);
 }

@@ -1,4 +1,7 @@
-/** Runs functions one at a time per key, in arrival order; different keys run concurrently. */
+/**
+ * Runs functions one at a time per key, in arrival order; different keys run concurrently. `withLock` resolves or
+ * rejects as `fn` does, and a failure never blocks what follows on its key.
+ */
 export function createKeyedMutex() {
   const tails = new Map<string, Promise<unknown>>();
   return async function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
