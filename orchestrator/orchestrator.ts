@@ -1,3 +1,4 @@
+import { hostPortsOf } from "../protocol/host-firewall.ts";
 import { createAppDeployer } from "./apps/deployer.ts";
 import { createLocalAppProvider } from "./apps/local-provider.ts";
 import { type Cluster, whileLeading } from "./cluster.ts";
@@ -6,7 +7,6 @@ import { createIdleSweeper } from "./idle-sweeper.ts";
 import { platformImageResolver } from "./images/platform-image.ts";
 import type { AppsPort, TriggerPort } from "./ports.ts";
 import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
-import { hostPortsOf } from "./provisioning/sandbox-env.ts";
 import { createReconciler } from "./reconciler.ts";
 import { createSandboxAccess } from "./sandbox/access.ts";
 import { createTriggerScheduler } from "./triggers/scheduler.ts";

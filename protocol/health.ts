@@ -11,7 +11,8 @@ export const ApiHealth = z.object({
   model_configured: z.boolean().optional(),
   /**
    * Whether sandboxes reach only the API's and the model gateway's ports of this host (a firewall chain the API
-   * installs); why not when not. Absent on a server that runs no sandboxes.
+   * installs); why not when not. Absent on a server that runs no sandboxes, and on one in a container (compose
+   * mode), which cannot see the host's firewall: the CLI that starts the stack installs it and checks it.
    */
   host_firewall: z.object({ installed: z.boolean(), reason: z.string().optional() }).optional(),
 });

@@ -1,14 +1,16 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { type AddressInfo, createServer, type Server } from "node:net";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cliHome, freePort, shipNewApp } from "./support/cli.ts";
+import { cliHome, freePort, machineAddress, shipNewApp } from "./support/cli.ts";
 import { execIn, ROOT, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
+import { startScriptedLlm } from "./support/scripted-llm.ts";
 
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -34,6 +36,9 @@ function hostGet(port: number, host: string, path: string): Promise<{ status: nu
     req.end();
   });
 }
+/** The host's filter table as `iptables -S` prints it. */
+const iptablesRules = () => execFileSync("iptables", ["-w", "-S"], { encoding: "utf8" });
+
 /** A 6-field UTC cron expression matching exactly one second of the day. */
 const onlyAt = (at: Date) => `${at.getUTCSeconds()} ${at.getUTCMinutes()} ${at.getUTCHours()} * * *`;
 
@@ -69,6 +74,11 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
   let port: number;
   let project: string;
   let projectId: string;
+  // A model gateway on this machine (a loopback URL: sandboxes call it on their network's gateway) and another
+  // service of this machine on every address, which sandboxes must not reach.
+  let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
+  let hostService: Server;
+  let hostServicePort: number;
   const timings: Record<string, number> = {};
   const svc = async (args: string[], cwd = app) => {
     const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
@@ -91,6 +101,15 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     docker = await requireDocker();
     checkout = copyCheckout(home.dir);
     port = await freePort();
+    llm = await startScriptedLlm([]);
+    hostService = createServer((socket) => socket.end("host service\n"));
+    await new Promise<void>((r) => hostService.listen(0, "0.0.0.0", r));
+    hostServicePort = (hostService.address() as AddressInfo).port;
+    const model = await svc(
+      ["self-host", "env", "set", `SVC_LLM_BASE_URL=${llm.url}`, "SVC_AGENT_MODEL=scripted"],
+      home.dir,
+    );
+    expect(model.code, model.stderr).toBe(0);
     const started = Date.now();
     const start = await svc(["self-host", "start", "--mode", "compose", "--port", String(port)], home.dir);
     timings.firstStart = Date.now() - started;
@@ -102,6 +121,15 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
   afterAll(async () => {
     console.log(`compose mode timings (ms): ${JSON.stringify(timings)}`);
     await svc(["self-host", "stop", "--sandboxes"], home.dir);
+    llm?.close();
+    hostService?.close();
+    // The stack's firewall, had a failed stop left it (stop removes it).
+    const chain = `SVC-${project}`;
+    for (const rule of iptablesRules().split("\n")) {
+      if (rule.startsWith("-A INPUT ") && rule.endsWith(` -j ${chain}`))
+        await execa("iptables", ["-w", "-D", ...rule.split(" ").slice(1)], { reject: false });
+    }
+    for (const op of ["-F", "-X"]) await execa("iptables", ["-w", op, chain], { reject: false });
     await removeProjectContainers(docker, projectId);
     const label = `com.docker.compose.project=${project}`;
     for (const c of await docker.listContainers({ all: true, filters: { label: [label] } })) {
@@ -210,6 +238,73 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     expect(db.out).toMatch(/exit=(28|7)/);
   });
 
+  it("closes this machine to sandboxes but the model gateway's port (iptables by the CLI); the API containers keep it", async () => {
+    const [session] = JSON.parse((await svc(["sessions", "ls", "--json"])).stdout).filter(
+      (s: { status: string }) => s.status === "running",
+    );
+    const host = machineAddress();
+    const llmPort = Number(new URL(llm.url).port);
+    const targets: [string, number][] = [
+      ["host.docker.internal", hostServicePort],
+      [host, hostServicePort],
+      ["host.docker.internal", llmPort],
+    ];
+    // At once: a dropped SYN waits out the timeout.
+    const probes = targets
+      .map(
+        ([h, p]) =>
+          `(timeout 3 bash -c '</dev/tcp/${h}/${p}' 2>/dev/null && echo ${h}:${p}=open || echo ${h}:${p}=closed) &`,
+      )
+      .join("\n");
+    const reach = await sandboxExec(session.session_id, `${probes}\nwait`);
+    expect(
+      Object.fromEntries(
+        reach.out
+          .trim()
+          .split("\n")
+          .map((l) => l.split("=")),
+      ),
+    ).toEqual({
+      [`host.docker.internal:${hostServicePort}`]: "closed",
+      [`${host}:${hostServicePort}`]: "closed",
+      [`host.docker.internal:${llmPort}`]: "open",
+    });
+    // The API answers the sandbox on their network; it says nothing of a firewall it cannot see.
+    const health = await sandboxExec(session.session_id, "curl -sS -m 5 http://svc-api:7700/v1/health");
+    expect(health.code, health.out).toBe(0);
+    expect(JSON.parse(health.out)).not.toHaveProperty("host_firewall");
+    const [api] = await docker.listContainers({
+      filters: { label: [`com.docker.compose.project=${project}`, "com.docker.compose.service=api"] },
+    });
+    const fromApi = await execIn(
+      docker,
+      api!.Id,
+      ["bash", "-c", `timeout 3 bash -c '</dev/tcp/${host}/${hostServicePort}' && echo open`],
+      { workingDir: "/" },
+    );
+    expect(fromApi.out.trim()).toBe("open");
+
+    // One chain of this stack's, jumped to for the pool's sources; the second start above replaced it.
+    const chain = `SVC-${project}`;
+    expect(
+      iptablesRules()
+        .split("\n")
+        .filter((r) => r.includes(chain)),
+    ).toEqual([
+      `-N ${chain}`,
+      `-A INPUT -s 10.213.0.0/16 -j ${chain}`,
+      `-A ${chain} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+      `-A ${chain} -p tcp -m tcp --dport ${llmPort} -m comment --comment "svc-holder:${project}" -j ACCEPT`,
+      `-A ${chain} -j DROP`,
+    ]);
+    const doctor = JSON.parse((await svc(["self-host", "doctor", "--json"], home.dir)).stdout);
+    expect(doctor.checks).toContainEqual({
+      check: "host-firewall",
+      ok: true,
+      detail: "sandboxes reach only the API's and the model gateway's ports of this machine",
+    });
+  });
+
   it("logs api, postgres and edge; an unknown service exits 1", async () => {
     const api = await svc(["self-host", "logs", "api", "-n", "500"], home.dir);
     expect(api.code, api.stderr).toBe(0);
@@ -232,6 +327,8 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     expect(stop.code, stop.stderr).toBe(0);
     expect((await status()).status).toBe("stopped");
     expect((await containersOf(running[0].session_id))[0]!.State).toBe("running");
+    // The stack's firewall went with it: no chain, no jump.
+    expect(iptablesRules()).not.toContain(`SVC-${project}`);
 
     const started = Date.now();
     const start = await svc(["self-host", "start"], home.dir);

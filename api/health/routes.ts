@@ -7,7 +7,8 @@ export function healthRoutes(deps: {
   sql: Sql;
   version: string;
   modelConfigured: boolean;
-  /** Whether the host's other ports are closed to sandboxes; absent without sandboxes. */
+  /** Whether the host's other ports are closed to sandboxes; absent without sandboxes, or when this process cannot
+   * see the host's firewall (in a container). */
   hostFirewall?: HostAccessState;
 }) {
   return async (app: FastifyInstance) => {

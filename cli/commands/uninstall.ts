@@ -7,7 +7,9 @@ import { configPath } from "../config-file.ts";
 import { CliError, usageError } from "../errors.ts";
 import { currentInstallation, installRecordPath, shimsOf } from "../installation.ts";
 import { info, printJson } from "../output.ts";
+import { composeProject } from "./self-host/compose.ts";
 import { removeComposeStack } from "./self-host/compose-mode.ts";
+import { removeHostFirewall } from "./self-host/host-firewall.ts";
 import { runningMode } from "./self-host/running-mode.ts";
 import { readState, selfHostPaths } from "./self-host/state.ts";
 import { stopSelfHost } from "./self-host/stop.ts";
@@ -55,6 +57,8 @@ export async function uninstallSvc(options: UninstallOptions): Promise<void> {
   // Compose mode's data is in Docker volumes rather than the home: it goes with the home.
   const state = readState(paths);
   if (!options.keepHome && state?.mode === "compose") await removeComposeStack(paths, state);
+  // The host firewall: stop removed it with a running stack, one that died on its own left it.
+  if (state?.mode === "compose") await removeHostFirewall(composeProject(paths), state.env);
   for (const shim of shims) remove(shim);
   if (installation.kind === "served") {
     remove(installation.binary);

@@ -1,5 +1,6 @@
 import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { CLAIMED_ENV, SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
+import { hostUrlForSandbox } from "../../protocol/host-firewall.ts";
 import type { Project } from "../../protocol/project.ts";
 import { redact } from "../../protocol/redact.ts";
 import { plainText } from "../../protocol/terminal-text.ts";
@@ -18,7 +19,7 @@ import type {
   TokenPort,
 } from "../ports.ts";
 import type { SandboxDriver, SandboxEgress } from "../sandbox/driver.ts";
-import { egressProxyUrl, hostUrlForSandbox, sandboxEnv } from "./sandbox-env.ts";
+import { egressProxyUrl, sandboxEnv } from "./sandbox-env.ts";
 import { waitLive } from "./wait-live.ts";
 import { createWarmPool, type PoolMember, type WarmPoolDeps } from "./warm-pool.ts";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Project } from "../../protocol/project.ts";
 import type { SessionToProvision } from "../ports.ts";
-import { egressProxyUrl, hostPortsOf, hostUrlForSandbox, type SandboxEnvInput, sandboxEnv } from "./sandbox-env.ts";
+import { egressProxyUrl, type SandboxEnvInput, sandboxEnv } from "./sandbox-env.ts";
 
 const project: Project = {
   id: "6f1c7f55-0a4e-4f57-8a43-2b7f0d3f7a10",
@@ -97,16 +97,7 @@ describe("sandboxEnv", () => {
   });
 });
 
-describe("hostUrlForSandbox", () => {
-  it("rewrites loopback hosts to the host as a sandbox sees it, and leaves the rest alone", () => {
-    const alias = "host.docker.internal";
-    expect(hostUrlForSandbox("http://127.0.0.1:9000/v1", alias)).toBe("http://host.docker.internal:9000/v1");
-    expect(hostUrlForSandbox("http://localhost:9000/", alias)).toBe("http://host.docker.internal:9000/");
-    expect(hostUrlForSandbox("http://[::1]:9000", alias)).toBe("http://host.docker.internal:9000");
-    expect(hostUrlForSandbox("https://api.example.com/v1", alias)).toBe("https://api.example.com/v1");
-    expect(hostUrlForSandbox("not a url", alias)).toBe("not a url");
-  });
-
+describe("egressProxyUrl", () => {
   it("points a proxied sandbox's clients at the egress proxy, the API itself and loopback excepted", () => {
     const proxy = egressProxyUrl("http://host.docker.internal:7700", "svc_sk_key");
     expect(proxy).toBe("http://sandbox:svc_sk_key@host.docker.internal:7700");
@@ -115,16 +106,5 @@ describe("hostUrlForSandbox", () => {
     expect(env.NO_PROXY).toBe("host.docker.internal,localhost,127.0.0.1");
     expect(env.no_proxy).toBe(env.NO_PROXY);
     expect(sandboxEnv(input())).not.toHaveProperty("HTTP_PROXY");
-  });
-
-  it("opens to sandboxes the host's ports of the URLs they have on it, and only those", () => {
-    const alias = "host.docker.internal";
-    expect(hostPortsOf(["http://host.docker.internal:7700", "http://127.0.0.1:11434/v1"], alias)).toEqual([
-      7700, 11434,
-    ]);
-    expect(hostPortsOf(["http://host.docker.internal:7700", "http://localhost:7700", undefined], alias)).toEqual([
-      7700,
-    ]);
-    expect(hostPortsOf(["http://svc-api:7700", "https://api.example.com/v1", "http://[::1]/v1"], alias)).toEqual([80]);
   });
 });

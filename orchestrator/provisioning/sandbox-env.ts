@@ -71,29 +71,6 @@ export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
   return env;
 }
 
-/** A loopback URL on the host means the host as the sandbox sees it. */
-export function hostUrlForSandbox(url: string, hostAlias: string): string {
-  try {
-    const parsed = new URL(url);
-    if (["127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"].includes(parsed.hostname)) {
-      parsed.hostname = hostAlias;
-      return parsed.toString().replace(/\/$/, url.endsWith("/") ? "/" : "");
-    }
-  } catch {}
-  return url;
-}
-
-/** The host's ports among these URLs as a sandbox has them (the API's origin, the model gateway): those on the host. */
-export function hostPortsOf(urls: (string | undefined)[], hostAlias: string): number[] {
-  const ports = urls.flatMap((url) => {
-    if (!url) return [];
-    const parsed = new URL(hostUrlForSandbox(url, hostAlias));
-    if (parsed.hostname !== hostAlias) return [];
-    return [Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80))];
-  });
-  return [...new Set(ports)];
-}
-
 /** The values of a sandbox's environment that are credentials or project secrets: what its output must not show. */
 export function sensitiveValues(env: Record<string, string>): string[] {
   const names = [

@@ -30,8 +30,8 @@ const toAddress = (n: number) => [24, 16, 8, 0].map((shift) => Math.floor(n / 2 
  * stack joins it under the alias `apiAlias`. A sandbox therefore sees the API and the internet; the API reaches its
  * daemon on its own address, with no port published on the host; and no two sandboxes share a network. A sandbox
  * whose egress goes through the API's proxy gets an internal network (no route out; the API containers on it).
- * The host's own ports stay reachable through the network's gateway: this API, in a container, cannot change the
- * host's firewall (limitHost says so).
+ * The host's own ports answer on the network's gateway: this API, in a container, can neither change nor see the
+ * host's firewall, so `svc self-host start` closes them from the host (matching the pool's source addresses).
  */
 export function attachedNetworking(options: {
   docker: Docker;
@@ -148,10 +148,7 @@ export function attachedNetworking(options: {
       for (const id of await networksNamed(docker, sandboxOwnNetworkName(sandboxId))) await removeNetwork(id);
     },
     sharedNetworks: async () => [],
-    limitHost: async () => ({
-      enforced: false,
-      reason: "the API runs in a container (compose mode) and cannot change the host's firewall",
-    }),
+    limitHost: async () => undefined,
     unlimitHost: async () => {},
 
     /**

@@ -149,9 +149,11 @@ export type SandboxDriver = {
   networks(installationId: string): Promise<SandboxNetwork[]>;
   /**
    * Closes every port of the host to the installation's sandboxes, app containers and image builds but
-   * `access.ports`, on its networks now and as they are made, until `unlimitHost`. Resolves with whether it could.
+   * `access.ports`, on its networks now and as they are made, until `unlimitHost`. Resolves with whether it could,
+   * or undefined when the host's firewall is not this process's to change nor to see (an API in a container: the
+   * CLI that starts the stack installs it).
    */
-  limitHost(access: HostAccess): Promise<HostAccessState>;
+  limitHost(access: HostAccess): Promise<HostAccessState | undefined>;
   /** The holder's ports close; once no holder is left the host is open to the sandboxes again (the API stopped). */
   unlimitHost(access: Pick<HostAccess, "installationId" | "holder">): Promise<void>;
   /** Every sandbox of one installation, running or not (never its apps' containers). */

@@ -42,7 +42,7 @@ export type SandboxNetworking = {
   /** The installation's shared networks, when sandboxes share them (the API listens on their host addresses). */
   sharedNetworks(installationId: string): Promise<SandboxNetwork[]>;
   /** SandboxDriver.limitHost: in this layout's terms. */
-  limitHost(access: HostAccess): Promise<HostAccessState>;
+  limitHost(access: HostAccess): Promise<HostAccessState | undefined>;
   unlimitHost(access: Pick<HostAccess, "installationId" | "holder">): Promise<void>;
 };
 

@@ -1,6 +1,7 @@
 import type Docker from "dockerode";
+import { createHostFirewall, firewallChain, type HostFirewall } from "../../protocol/host-firewall.ts";
 import type { HostAccess, SandboxEgress, SandboxNetwork } from "./driver.ts";
-import { createHostFirewall, firewallChain, type HostFirewall, iptables } from "./host-firewall.ts";
+import { iptables } from "./host-firewall.ts";
 import {
   describeNetwork,
   NETWORK_LABEL,
@@ -95,7 +96,7 @@ export function sharedNetworking(options: {
         .then((id) => describeNetwork(docker, id))
         .then(async (network) => {
           // Closed before any sandbox joins: a sandbox must never see the host's other ports, even for a moment.
-          if (limited.has(installation)) await firewall.cover(firewallChain(installation), network.bridge);
+          if (limited.has(installation)) await firewall.cover(firewallChain(installation), ["-i", network.bridge]);
           await options.onNetwork?.(network);
           return network;
         });
@@ -137,7 +138,8 @@ export function sharedNetworking(options: {
       limited.set(access.installationId, access);
       try {
         await firewall.open(chain, access.holder, access.ports);
-        for (const network of await existing(access.installationId)) await firewall.cover(chain, network.bridge);
+        for (const network of await existing(access.installationId))
+          await firewall.cover(chain, ["-i", network.bridge]);
         return { enforced: true };
       } catch (err) {
         limited.delete(access.installationId);

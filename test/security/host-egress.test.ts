@@ -5,7 +5,7 @@ import { type AddressInfo, connect, createServer, type Server as NetServer } fro
 import { networkInterfaces } from "node:os";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { firewallChain } from "../../orchestrator/sandbox/host-firewall.ts";
+import { firewallChain } from "../../protocol/host-firewall.ts";
 import { call } from "../support/api-server.ts";
 import { execIn, removeProjectContainers } from "../support/docker.ts";
 import { authedUrl, workRepo } from "../support/git-fixture.ts";

@@ -7,6 +7,7 @@ import { CliError } from "../../errors.ts";
 import { type ComposeRun, compose, composeFiles, composeProject, serviceContainers } from "./compose.ts";
 import { ensureComposeImages, IMAGE_VARIABLES, type Progress } from "./compose-images.ts";
 import { sleep } from "./health.ts";
+import { installHostFirewall, removeHostFirewall } from "./host-firewall.ts";
 import { callerEnv } from "./process.ts";
 import { localOrigin, type SelfHostPaths, type SelfHostState, writeState } from "./state.ts";
 
@@ -77,6 +78,8 @@ export async function startCompose(paths: SelfHostPaths, state: SelfHostState, p
   const chosen = Object.fromEntries(IMAGE_VARIABLES.flatMap((k) => (state.env[k] ? [[k, state.env[k]]] : [])));
   const images = await ensureComposeImages(run, chosen, progress);
   const up = { ...run, env: { ...run.env, ...images } };
+  // Before the API runs: no sandbox of this start sees the host's other ports, even for a moment.
+  await installHostFirewall(run.project, state.env);
   progress(`starting postgres, ${state.api_replicas > 1 ? `${state.api_replicas} api replicas` : "api"} and edge…`);
   const result = await compose(up, ["up", "-d", "--remove-orphans", "--scale", `api=${state.api_replicas}`]);
   if (result.code !== 0)
@@ -91,6 +94,8 @@ export async function stopCompose(paths: SelfHostPaths, state: SelfHostState): P
   if (!running) return false;
   const result = await compose(run, ["stop"]);
   if (result.code !== 0) throw new CliError(`compose stop failed:\n${result.output.trim()}`);
+  // After the API: its sandboxes, which keep running, reach the host's ports again until the next start.
+  await removeHostFirewall(run.project, state.env);
   return true;
 }
 

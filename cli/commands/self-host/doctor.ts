@@ -3,9 +3,11 @@ import type { ApiHealth } from "../../../protocol/health.ts";
 import { LOCAL_BASE_IMAGE, PUBLIC_BASE_IMAGE } from "../../../protocol/stack-settings.ts";
 import { CliError } from "../../errors.ts";
 import { printJson, printLine } from "../../output.ts";
+import { composeProject } from "./compose.ts";
 import { dockerGet } from "./docker-engine.ts";
 import { checkGateway, checkGatewayFromSandboxes } from "./gateway-checks.ts";
 import { readHealth } from "./health.ts";
+import { hostFirewallState } from "./host-firewall.ts";
 import { configuredModel, ensureState, localOrigin, selfHostPaths } from "./state.ts";
 
 export type Check = { check: string; ok: boolean; detail: string };
@@ -19,9 +21,8 @@ async function checkStack(origin: string, health: ApiHealth | undefined): Promis
   };
 }
 
-/** The API's own word on the firewall it installs at start: sandboxes reach its port and the gateway's, no other. */
-function checkHostFirewall(health: ApiHealth | undefined): Check | undefined {
-  const firewall = health?.host_firewall;
+/** The firewall installed at start: sandboxes reach the API's port and the gateway's of this machine, no other. */
+function checkHostFirewall(firewall: ApiHealth["host_firewall"]): Check | undefined {
   if (!firewall) return undefined;
   const check = "host-firewall";
   if (firewall.installed)
@@ -59,7 +60,8 @@ async function checkBaseImage(configured: string | undefined, docker: boolean): 
 }
 
 export async function doctor(options: { json?: boolean }): Promise<void> {
-  const state = ensureState(selfHostPaths());
+  const paths = selfHostPaths();
+  const state = ensureState(paths);
   const model = configuredModel(state);
   const [health, docker] = await Promise.all([readHealth(localOrigin(state), 2000), checkDocker()]);
   const checks = [
@@ -67,7 +69,12 @@ export async function doctor(options: { json?: boolean }): Promise<void> {
     docker,
     await checkBaseImage(state.env.SVC_SANDBOX_BASE_IMAGE, docker.ok),
   ];
-  const firewall = checkHostFirewall(health);
+  // The API installs it on the host and says so; in a container it cannot see it, and this CLI installed it.
+  const firewall = checkHostFirewall(
+    state.mode === "compose" && health
+      ? await hostFirewallState(composeProject(paths), state.env)
+      : health?.host_firewall,
+  );
   if (firewall) checks.push(firewall);
   checks.push({
     check: "model",

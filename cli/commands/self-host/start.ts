@@ -5,8 +5,10 @@ import { updateConfig } from "../../config-file.ts";
 import { CliError } from "../../errors.ts";
 import { info } from "../../output.ts";
 import { createSpinner } from "../../spinner.ts";
+import { composeProject } from "./compose.ts";
 import { startCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
+import { installHostFirewall } from "./host-firewall.ts";
 import { callerEnv, clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
 import { ensureState, localOrigin, type SelfHostPaths, type StackMode, selfHostPaths, writeState } from "./state.ts";
@@ -71,6 +73,8 @@ export async function startSelfHost(options: StartOptions & { wizard?: boolean }
     }
     const pid = current === "embedded" ? (readPid(paths) ?? null) : null;
     if (await probeHealth(origin)) {
+      // Put back when lost (iptables rules do not survive a reboot; the containers come back on their own).
+      if (current === "compose") await installHostFirewall(composeProject(paths), state.env);
       await registerHost(origin, state.admin_token);
       info(`svc self-host is already running at ${origin} (${current} mode); nothing to do`);
       return { url: origin, mode: current, pid, port: state.port, listen: state.listen, already_running: true };

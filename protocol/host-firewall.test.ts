@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { createHostFirewall, firewallChain, type IptablesRun } from "./host-firewall.ts";
+import {
+  createHostFirewall,
+  firewallChain,
+  hostPortsOf,
+  hostUrlForSandbox,
+  type IptablesRun,
+} from "./host-firewall.ts";
 
 /** iptables' filter table as far as the firewall uses it: chains of rule specs, printed the way `-S` prints them. */
 function fakeIptables() {
@@ -67,9 +73,9 @@ describe("the host firewall (iptables behind a fake)", () => {
     const firewall = createHostFirewall({ run });
     await firewall.open(chain, "api-a", [7700, 11434, 7700]);
     await firewall.open(chain, "api-b", [7800]);
-    await firewall.cover(chain, "br-0123456789ab");
-    await firewall.cover(chain, "br-0123456789ab");
-    await firewall.cover(chain, "br-ba9876543210");
+    await firewall.cover(chain, ["-i", "br-0123456789ab"]);
+    await firewall.cover(chain, ["-i", "br-0123456789ab"]);
+    await firewall.cover(chain, ["-i", "br-ba9876543210"]);
     expect(chains.get(chain)).toEqual([
       "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
       '-p tcp -m tcp --dport 7800 -m comment --comment "svc-holder:api-b" -j ACCEPT',
@@ -98,6 +104,20 @@ describe("the host firewall (iptables behind a fake)", () => {
     expect(await firewall.close(chain, "api-b")).toBe(true);
   });
 
+  it("covers sandboxes by their source addresses: one holder with no port leaves answers only, and removes it all", async () => {
+    const { run, chains } = fakeIptables();
+    const firewall = createHostFirewall({ run });
+    await firewall.open("SVC-svc", "svc", []);
+    await firewall.cover("SVC-svc", ["-s", "10.213.0.0/16"]);
+    await firewall.open("SVC-svc", "svc", []);
+    await firewall.cover("SVC-svc", ["-s", "10.213.0.0/16"]);
+    expect(chains.get("SVC-svc")).toEqual(["-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", "-j DROP"]);
+    expect(chains.get("INPUT")).toEqual(["-s 10.213.0.0/16 -j SVC-svc", "-i lo -j ACCEPT"]);
+    expect(await firewall.close("SVC-svc", "svc")).toBe(true);
+    expect(chains.has("SVC-svc")).toBe(false);
+    expect(chains.get("INPUT")).toEqual(["-i lo -j ACCEPT"]);
+  });
+
   it("says why when iptables cannot be run or refuses", async () => {
     const missing = createHostFirewall({
       run: async () => ({ exitCode: -1, stdout: "", stderr: "spawn iptables ENOENT" }),
@@ -106,6 +126,30 @@ describe("the host firewall (iptables behind a fake)", () => {
     const denied = createHostFirewall({
       run: async () => ({ exitCode: 4, stdout: "", stderr: "iptables: Permission denied (you must be root).\n" }),
     });
-    await expect(denied.cover(chain, "br-0123456789ab")).rejects.toThrow(/Permission denied \(you must be root\)\.$/);
+    await expect(denied.cover(chain, ["-i", "br-0123456789ab"])).rejects.toThrow(
+      /Permission denied \(you must be root\)\.$/,
+    );
+  });
+});
+
+describe("the host's ports a sandbox reaches", () => {
+  const alias = "host.docker.internal";
+
+  it("rewrites loopback hosts to the host as a sandbox sees it, and leaves the rest alone", () => {
+    expect(hostUrlForSandbox("http://127.0.0.1:9000/v1", alias)).toBe("http://host.docker.internal:9000/v1");
+    expect(hostUrlForSandbox("http://localhost:9000/", alias)).toBe("http://host.docker.internal:9000/");
+    expect(hostUrlForSandbox("http://[::1]:9000", alias)).toBe("http://host.docker.internal:9000");
+    expect(hostUrlForSandbox("https://api.example.com/v1", alias)).toBe("https://api.example.com/v1");
+    expect(hostUrlForSandbox("not a url", alias)).toBe("not a url");
+  });
+
+  it("opens to sandboxes the host's ports of the URLs they have on it, and only those", () => {
+    expect(hostPortsOf(["http://host.docker.internal:7700", "http://127.0.0.1:11434/v1"], alias)).toEqual([
+      7700, 11434,
+    ]);
+    expect(hostPortsOf(["http://host.docker.internal:7700", "http://localhost:7700", undefined], alias)).toEqual([
+      7700,
+    ]);
+    expect(hostPortsOf(["http://svc-api:7700", "https://api.example.com/v1", "http://[::1]/v1"], alias)).toEqual([80]);
   });
 });
