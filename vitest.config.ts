@@ -16,9 +16,9 @@ function workers(variable: string, fallback: number): number {
 }
 
 // One file at a time in the api and docker tiers (README, "Test and measure", has the measurements): the api tier's
-// files are CPU-bound, so a second worker on two cores gains nothing; the docker tier's two workers halve its time
-// but make timing-sensitive files fail. Unit files take Vitest's default (cores - 1). Tiers with their own worker
-// counts run one after another (sequence.groupOrder): unit, api, docker.
+// files are CPU-bound, so a second worker on two cores gains nothing; two docker workers cut that tier by a third
+// (644 s to 407 s) but made timing-sensitive files fail. Unit files take Vitest's default (cores - 1). Tiers with
+// their own worker counts run one after another (sequence.groupOrder): unit, api, docker.
 export default defineConfig({
   test: {
     pool: "forks",

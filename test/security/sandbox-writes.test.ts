@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../../api/git/run.ts";
 import type { Project } from "../../protocol/project.ts";
 import { call } from "../support/api-server.ts";
-import { execIn } from "../support/docker.ts";
+import { execIn, removeProjectContainers } from "../support/docker.ts";
 import { type GitServer, hostedRepository } from "../support/git-server.ts";
 import { type SandboxedProject, startSandboxedProject } from "../support/sandboxed-project.ts";
 
@@ -71,6 +71,8 @@ describe("an agent's writes from inside a real sandbox", () => {
   }, 300_000);
   afterAll(async () => {
     await server?.close();
+    // The stack removes its own project's containers; the external project's sandbox goes here.
+    if (stack) await removeProjectContainers(stack.docker, external?.id);
     await stack?.close();
   });
 
