@@ -89,6 +89,11 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
   });
 
   it("survives SIGKILL of the API mid-provision: no orphaned container, no session stuck provisioning", async () => {
+    // Without the warm pool a session takes a container create, a start and a daemon's boot (over a second) to
+    // become running; a pooled claim takes milliseconds and raced the kill.
+    expect((await svc(["self-host", "env", "set", "SVC_POOL_SIZE=0"], { env: home.env })).code).toBe(0);
+    const restart = await svc(["self-host", "restart"], { env: home.env });
+    expect(restart.code, restart.stderr).toBe(0);
     const created = await run(["sessions", "new", "--no-wait"]);
     const id = created.stdout.trim();
     const pid = Number(readFileSync(join(home.env.SVC_HOME!, "run", "api.pid"), "utf8"));

@@ -1,3 +1,5 @@
+import { randomInt } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
 import type Docker from "dockerode";
 import { createHostFirewall, firewallChain, type HostFirewall } from "../../protocol/host-firewall.ts";
 import type { HostAccess, SandboxEgress, SandboxNetwork } from "./driver.ts";
@@ -49,34 +51,44 @@ export function sharedNetworking(options: {
   const limited = new Map<string, HostAccess>();
 
   async function createNetwork(name: string, installation: string, egress: SandboxEgress): Promise<string> {
-    const existing = (await networksNamed(docker, name))[0];
-    if (existing) return existing;
-    let created: string | undefined;
-    try {
-      const network = await docker.createNetwork({
-        Name: name,
-        Driver: "bridge",
-        CheckDuplicate: true,
-        Internal: egress === "proxy",
-        Options: NETWORK_OPTIONS,
-        Labels: { [NETWORK_LABEL]: "sandboxes", [OWNER_LABELS.installationId]: installation },
-      });
-      created = network.id;
-    } catch (err) {
-      // 409: another process created it meanwhile.
-      if (statusOf(err) !== 409) throw err;
-    }
-    // The engine's duplicate check is not atomic: two creates can both succeed. Everyone keeps the oldest, and
-    // the loser removes its own (still empty) copy.
-    const chosen = (await networksNamed(docker, name))[0];
-    if (!chosen) throw new Error(`the sandbox network ${name} vanished as it was created`);
-    if (created && created !== chosen) {
-      await docker
+    // The engine's duplicate check is not atomic: two creates can both succeed, and one may not yet be listed when
+    // the other looks. So a creator that sees any copy besides its own removes its own and starts again: the copy
+    // committed last always sees the earlier one, so at least one of any two racers yields, and a jittered retry
+    // settles the case where both did.
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const existing = (await networksNamed(docker, name))[0];
+      if (existing) return existing;
+      let created: string;
+      try {
+        created = (
+          await docker.createNetwork({
+            Name: name,
+            Driver: "bridge",
+            CheckDuplicate: true,
+            Internal: egress === "proxy",
+            Options: NETWORK_OPTIONS,
+            Labels: { [NETWORK_LABEL]: "sandboxes", [OWNER_LABELS.installationId]: installation },
+          })
+        ).id;
+      } catch (err) {
+        // 409: another process created it meanwhile.
+        if (statusOf(err) !== 409) throw err;
+        continue;
+      }
+      const copies = await networksNamed(docker, name);
+      if (copies.length === 1 && copies[0] === created) return created;
+      // Another process may already have joined ours (it lists the oldest first): then ours stays, the other yields.
+      const inUse = await docker
         .getNetwork(created)
         .remove()
-        .catch(() => {});
+        .then(
+          () => false,
+          (err: unknown) => statusOf(err) !== 404,
+        );
+      if (inUse) return created;
+      await delay(20 + randomInt(80 * (attempt + 1)));
     }
-    return chosen;
+    throw new Error(`the sandbox network ${name} could not be made: other processes kept racing for it`);
   }
 
   /** The installation's existing shared networks. */

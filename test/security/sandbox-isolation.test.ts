@@ -111,40 +111,44 @@ describe("sandboxes are isolated from each other (real Docker)", () => {
   });
 
   it("creates an installation's network once, even when drivers race for it", async () => {
-    const installation = randomUUID();
-    const label = `dev.svc.installation=${installation}`;
-    const drivers = [createDockerDriver({ servicePort: 8000 }), createDockerDriver({ servicePort: 8000 })];
     const image = (await docker.getContainer(sandboxes[0]!.containerId).inspect()).Config.Image;
-    try {
-      const ids = await Promise.all(
-        [0, 1, 2, 3].map((i) =>
-          drivers[i % 2]!.create({
-            name: `svc-race-${installation.slice(0, 8)}-${i}`,
-            image,
-            env: {},
-            owner: {
-              installationId: installation,
-              sandboxId: randomUUID(),
-              sessionId: randomUUID(),
-              projectId: randomUUID(),
-            },
-            servicePort: 8000,
-            limits: { memoryBytes: 64 * 1024 * 1024, nanoCpus: 100_000_000, pids: 64 },
-          }),
-        ),
-      );
-      const networks = await docker.listNetworks({ filters: { label: [label] } });
-      expect(networks).toHaveLength(1);
-      for (const id of ids) {
-        const mode = (await docker.getContainer(id).inspect()).HostConfig.NetworkMode;
-        expect([networks[0]!.Id, networks[0]!.Name]).toContain(mode);
-      }
-    } finally {
-      for (const c of await docker.listContainers({ all: true, filters: { label: [label] } })) {
-        await docker.getContainer(c.Id).remove({ force: true });
-      }
-      for (const n of await docker.listNetworks({ filters: { label: [label] } })) {
-        await docker.getNetwork(n.Id).remove();
+    // The engine lists a network only once its create has committed, not in creation order: a tie-break by age
+    // kept two networks in about one race of five. Five rounds of six creates from three drivers.
+    for (let round = 0; round < 5; round++) {
+      const installation = randomUUID();
+      const label = `dev.svc.installation=${installation}`;
+      const drivers = [0, 1, 2].map(() => createDockerDriver({ servicePort: 8000 }));
+      try {
+        const ids = await Promise.all(
+          [0, 1, 2, 3, 4, 5].map((i) =>
+            drivers[i % 3]!.create({
+              name: `svc-race-${installation.slice(0, 8)}-${i}`,
+              image,
+              env: {},
+              owner: {
+                installationId: installation,
+                sandboxId: randomUUID(),
+                sessionId: randomUUID(),
+                projectId: randomUUID(),
+              },
+              servicePort: 8000,
+              limits: { memoryBytes: 64 * 1024 * 1024, nanoCpus: 100_000_000, pids: 64 },
+            }),
+          ),
+        );
+        const networks = await docker.listNetworks({ filters: { label: [label] } });
+        expect(networks).toHaveLength(1);
+        for (const id of ids) {
+          const mode = (await docker.getContainer(id).inspect()).HostConfig.NetworkMode;
+          expect([networks[0]!.Id, networks[0]!.Name]).toContain(mode);
+        }
+      } finally {
+        for (const c of await docker.listContainers({ all: true, filters: { label: [label] } })) {
+          await docker.getContainer(c.Id).remove({ force: true });
+        }
+        for (const n of await docker.listNetworks({ filters: { label: [label] } })) {
+          await docker.getNetwork(n.Id).remove();
+        }
       }
     }
   });
