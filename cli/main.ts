@@ -1,36 +1,11 @@
-import { type Command, CommanderError } from "commander";
-import { plainText } from "../protocol/terminal-text.ts";
-import { readCliEnv } from "./config.ts";
-import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
-import { buildProgram } from "./program.ts";
-
-/** Help and version are successes; every other commander complaint is a usage error (SPEC: exit 2). */
-const SUCCESS_CODES = new Set(["commander.helpDisplayed", "commander.help", "commander.version"]);
-
-function exitOverrideAll(cmd: Command): void {
-  cmd.exitOverride();
-  for (const sub of cmd.commands) exitOverrideAll(sub);
-}
+import { printVersion, versionAsked } from "./commands/version.ts";
 
 async function main(argv: string[]): Promise<number> {
-  const program = await buildProgram(argv.slice(2));
-  exitOverrideAll(program);
-  try {
-    await program.parseAsync(argv);
-    return 0;
-  } catch (err) {
-    if (err instanceof CommanderError) return SUCCESS_CODES.has(err.code) ? 0 : EXIT_USAGE;
-    if (err instanceof CliError) {
-      // Messages may quote a sandbox's or Docker's output: a pipe gets it without escape sequences.
-      const message = process.stderr.isTTY ? err.message : plainText(err.message);
-      // No message: a command run elsewhere (`sessions exec`) said its own and passes its exit code on.
-      if (message) process.stderr.write(`error: ${message}\n`);
-      return err.exitCode;
-    }
-    process.stderr.write(`error: ${(err as Error)?.message ?? String(err)}\n`);
-    if (readCliEnv().debug) process.stderr.write(`${(err as Error)?.stack}\n`);
-    return EXIT_FAILURE;
-  }
+  // `svc version` alone needs neither the command parser nor any command (cli/run.ts): start-up is all it costs.
+  const version = versionAsked(argv.slice(2));
+  if (!version) return (await import("./run.ts")).run(argv);
+  printVersion(version);
+  return 0;
 }
 
 // The one place the exit code is set: commands report failure by throwing, never through process.exitCode.

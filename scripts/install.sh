@@ -75,7 +75,12 @@ if [ -e "$shim" ] && ! grep -q "^# svc shim, written by " "$shim" 2>/dev/null; t
   fail "$shim exists and is not an svc shim; remove it, or choose another directory with SVC_BIN_DIR"
 fi
 mkdir -p "$bin_dir"
-printf '#!/bin/sh\n%s\nexec %q %q "$@"\n' "$marker" "$node" "$root/bin/svc.js" >"$shim.tmp"
+# The bundle straight away when there is one (bin/svc.js would only look for it): `svc version` costs start-up alone.
+{
+  printf '#!/bin/sh\n%s\n' "$marker"
+  printf '[ "${SVC_FROM_SOURCE:-}" != 1 ] && [ -f %q ] && exec %q %q "$@"\n' "$root/dist/svc.mjs" "$node" "$root/dist/svc.mjs"
+  printf 'exec %q %q "$@"\n' "$node" "$root/bin/svc.js"
+} >"$shim.tmp"
 chmod 755 "$shim.tmp"
 mv "$shim.tmp" "$shim"
 
