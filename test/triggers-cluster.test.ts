@@ -207,7 +207,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
     }
   }, 60_000);
 
-  it("over a minute of a per-second trigger, two processes and two rogue schedulers claim each instant once", async () => {
+  it("over twenty seconds of a per-second trigger, two processes and two rogue schedulers claim each instant once", async () => {
     const repo = await workRepo(authedUrl(project.repo_url, user.token));
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.checkout("every-second", { create: true, from: "origin/main" });
@@ -238,8 +238,8 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
     );
     for (const rogue of rogues) await rogue.start(async () => true);
     const from = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000);
-    await sleep(from.getTime() + 60_000 - Date.now());
-    const to = new Date(from.getTime() + 60_000);
+    await sleep(from.getTime() + 20_000 - Date.now());
+    const to = new Date(from.getTime() + 20_000);
     for (const rogue of rogues) rogue.stop();
     for (const stop of stops) stop();
     await clusters.a.leave();
@@ -250,8 +250,8 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
        where project_id = $1 and slug = 'tick' and scheduled_at >= $2 and scheduled_at < $3 group by scheduled_at`,
       [project.id, from, to],
     );
-    // Every second of the minute fired (a second or two may be lost to a blocked event loop), none twice...
-    expect(firings.length).toBeGreaterThanOrEqual(58);
+    // Every second fired (a second or two may be lost to a blocked event loop), none twice...
+    expect(firings.length).toBeGreaterThanOrEqual(18);
     expect(firings.every((f) => f.n === 1)).toBe(true);
     expect(claims).toBeGreaterThan(firings.length);
     // ...and every session the trigger started belongs to exactly one instant.

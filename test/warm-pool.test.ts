@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { call } from "./support/api-server.ts";
@@ -78,15 +79,22 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     const member = await readyMember();
     // Its warm-up ran opencode's first agent loop against a loopback model: not one call reached the gateway.
     expect(llm.requests()).toBe(0);
-    const opencodeLog = execFileSync("docker", [
-      "exec",
-      member.Id,
-      "sh",
-      "-c",
-      "cat /opt/svc/home/.local/share/opencode/log/*.log",
-    ]).toString();
+    // opencode writes its log behind the warm-up's answer: read it until both lines are in, or fail naming them.
+    const opencodeLog = await waitFor(
+      "the warm-up's lines in opencode's log",
+      async () => {
+        const log = execFileSync("docker", [
+          "exec",
+          member.Id,
+          "sh",
+          "-c",
+          "cat /opt/svc/home/.local/share/opencode/log/*.log",
+        ]).toString();
+        return /llm\.provider=svc-warmup/.test(log) && /evaluated permission=bash pattern=true/.test(log) && log;
+      },
+      { timeoutMs: 10_000 },
+    );
     expect(opencodeLog).toMatch(/llm\.provider=svc-warmup/);
-    expect(opencodeLog).toMatch(/evaluated permission=bash pattern=true/);
 
     const asked = Date.now();
     const created = await sp.sessions("", "POST", { prompt: CR_PROMPT });
@@ -214,17 +222,45 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     await running(id);
   }, 400_000);
 
-  it("the reconciler leaves a live process's pooled sandboxes (no session row yet) alone", async () => {
+  it("the reconciler leaves a live process's pooled sandboxes (no session row yet) alone, and removes a dead one's", async () => {
     const member = await readyMember();
+    // The same container as a process that has left the cluster would leave behind: removed, which shows the
+    // reconciler ran while it kept the live process's member.
+    const inspect = await sp.docker.getContainer(member.Id).inspect();
+    const orphan = await sp.docker.createContainer({
+      Image: inspect.Config.Image,
+      Entrypoint: ["sleep"],
+      Cmd: ["600"],
+      Labels: {
+        ...inspect.Config.Labels,
+        "dev.svc.pool": randomUUID(),
+        "dev.svc.sandbox": randomUUID(),
+        "dev.svc.session": randomUUID(),
+      },
+    });
+    await orphan.start();
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
     // Reconciles at once: a container without a live sandbox row is otherwise an orphan it removes.
     const stop = sp.api.services.orchestrator!.startBackgroundWork({ cluster, idleMs: 3_600_000 });
     try {
-      await new Promise((r) => setTimeout(r, 3000));
+      await waitFor(
+        "the reconciler to remove the dead process's pooled sandbox",
+        async () =>
+          !(await sp.docker
+            .getContainer(orphan.id)
+            .inspect()
+            .catch(() => undefined)),
+        { timeoutMs: 15_000 },
+      );
       expect((await sp.docker.getContainer(member.Id).inspect()).State.Running).toBe(true);
       expect((await readyMember()).Id).toBe(member.Id);
     } finally {
       stop();
+      await cluster.leave();
+      await sp.docker
+        .getContainer(orphan.id)
+        .remove({ force: true })
+        .catch(() => {});
     }
   }, 400_000);
 });
