@@ -19,16 +19,28 @@ export type CgiRequest = {
 /** An answer of the API's own in place of git's. */
 export type CgiAnswer = { status: number; contentType: string; body: Buffer };
 
+/** A request git still serves after this long is ended, clone or push: no client waits that long on one. */
+export const GIT_REQUEST_DEADLINE_MS = 15 * 60_000;
+
 const HEADER_END = Buffer.from("\r\n\r\n");
 const HEADER_END_LF = Buffer.from("\n\n");
 
 /**
  * Serves one smart-HTTP request with `git http-backend` (CGI): the request body streams into it, its answer
- * streams back, so packs of any size pass without being buffered.
+ * streams back at the pace the client reads, so packs of any size pass without being buffered.
+ * http-backend runs upload-pack, which runs pack-objects (and receive-pack its hooks): they run in a process group of
+ * their own, ended whole when the client goes away or the deadline passes. Killing http-backend alone left its
+ * children packing for minutes.
  */
-export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record<string, string>): Promise<number> {
+export function runHttpBackend(
+  req: CgiRequest,
+  res: ServerResponse,
+  env: Record<string, string>,
+  deadlineMs = GIT_REQUEST_DEADLINE_MS,
+): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn("git", ["http-backend"], {
+      detached: true,
       env: {
         PATH: process.env.PATH ?? "/usr/bin:/bin",
         ...BASE_ENV,
@@ -46,6 +58,17 @@ export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record
       },
       stdio: ["pipe", "pipe", "pipe"],
     });
+    const stopGroup = () => {
+      try {
+        if (child.pid) process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    };
+    const deadline = setTimeout(() => {
+      stopGroup();
+      res.destroy();
+    }, deadlineMs);
     let head = Buffer.alloc(0);
     let headersSent = false;
     let stderr = "";
@@ -59,7 +82,7 @@ export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record
       // Git never sees the end of the body, so receive-pack updates no ref and drops the quarantined pack.
       req.body?.unpipe(child.stdin);
       child.stdin.destroy();
-      child.kill("SIGKILL");
+      stopGroup();
       // Until the body ends, receive-pack writes nothing after http-backend's headers: the answer follows them.
       if (!headersSent) res.writeHead(answer.status, { "content-type": answer.contentType });
       res.end(answer.body);
@@ -68,7 +91,7 @@ export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record
     child.stdout.on("data", (chunk: Buffer) => {
       if (refused) return;
       if (headersSent) {
-        res.write(chunk);
+        write(chunk);
         return;
       }
       head = Buffer.concat([head, chunk]);
@@ -90,10 +113,16 @@ export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record
       }
       res.writeHead(status);
       headersSent = true;
-      res.write(head.subarray(end + sep));
+      write(head.subarray(end + sep));
     });
+    function write(chunk: Buffer): void {
+      if (res.write(chunk)) return;
+      child.stdout.pause();
+      res.once("drain", () => child.stdout.resume());
+    }
 
     child.on("close", (code) => {
+      clearTimeout(deadline);
       if (!refused) {
         if (!headersSent) {
           res.writeHead(500, { "content-type": "text/plain" });
@@ -106,8 +135,9 @@ export function runHttpBackend(req: CgiRequest, res: ServerResponse, env: Record
     child.stdin.on("error", () => {});
     if (req.body) req.body.pipe(child.stdin);
     else child.stdin.end();
+    // The client gone before git finished: every process of the request ends with it.
     res.on("close", () => {
-      if (child.exitCode === null) child.kill("SIGKILL");
+      if (child.exitCode === null && child.signalCode === null) stopGroup();
     });
   });
 }
