@@ -32,6 +32,8 @@ export type DeployerDeps = {
   healthTimeoutMs?: number;
   /** How often everything is resynced and reconciled (a vanished container re-created); default a minute. */
   resyncMs?: number;
+  /** How often leadership is checked; default LEAD_CHECK_MS. */
+  leadCheckMs?: number;
   /** Told when an app's serving deploy changed, so callers drop what they cached about where it answers. */
   onSwitched: (projectId: string, app: string) => void;
   log: Log;
@@ -302,7 +304,7 @@ export function createAppDeployer(deps: DeployerDeps) {
       const checkLead = followLead();
       for (const t of timers) clearInterval(t);
       timers = [
-        setInterval(() => void checkLead(), LEAD_CHECK_MS),
+        setInterval(() => void checkLead(), deps.leadCheckMs ?? LEAD_CHECK_MS),
         setInterval(
           () => void resync().catch((err) => log("app resync failed", { error: (err as Error).message })),
           deps.resyncMs ?? RESYNC_MS,

@@ -62,6 +62,8 @@ export type WarmPoolDeps = {
   /** This API process: its pool's containers carry it, so the reconciler leaves them to it while it lives. */
   instanceId: string;
   log: Log;
+  /** The clock demand and idleness are measured by; default Date.now (tests pass their own). */
+  now?: () => number;
 };
 
 /** The session a pool sandbox is made for, before anyone asked for it: the project's default branch and agent. */
@@ -75,6 +77,21 @@ function pooledSession(project: Project, sessionId: string, agent: string): Sess
     initial_prompt: null,
   } as SessionToProvision;
 }
+
+/** SVC_POOL_SIZE's own maximum (protocol/stack-settings.ts): no project's pool ever holds more, burst or not. */
+export const MAX_POOL_PER_PROJECT = 8;
+/** Requests a pooled sandbox could serve, counted over this window, are what a burst is measured by. */
+export const BURST_WINDOW_MS = 60_000;
+/** How long a pool grown by a burst keeps its size after the burst's last request before shrinking back. */
+export const BURST_HOLD_MS = 10 * 60_000;
+
+/**
+ * How far a burst may grow a project's pool: twice what the admin configured, and never past the setting's maximum.
+ * Why: SVC_POOL_SIZE is the idle memory the admin agreed to spend per project; a burst borrows at most as much again
+ * and only for a while, so the worst case stays a small multiple of a choice they made, and on two cores the extra
+ * members are made one at a time behind the claims anyway (a larger ceiling would mostly never be reached in time).
+ */
+export const burstCeiling = (size: number) => Math.min(MAX_POOL_PER_PROJECT, size * 2);
 
 const MAX_BUNDLE_BYTES = 512 << 20;
 const SEED_TIMEOUT_MS = 60_000;
@@ -98,16 +115,53 @@ async function bundleOf(gitDir: string, branch: string): Promise<Buffer> {
  * claimed sandbox goes with its session, and never carries another session's files, env or processes.
  * Members whose base branch moved or whose project secrets changed are replaced; projects without sessions for
  * `idleMs` give theirs up.
+ *
+ * Refill ahead of demand: every request starts the replacement of what it took at once (not on the next tick), and
+ * a burst of requests grows the project's pool for a while (see `target`). Members are still made one at a time per
+ * project: on a two-core host a burst of boots slows the very claims it is meant to speed up.
  */
 export function createWarmPool(deps: WarmPoolDeps) {
   const { driver, settings, log } = deps;
+  const now = deps.now ?? Date.now;
   const members = new Map<string, PoolMember>();
   const wanted = new Map<string, { project: Project; at: number }>();
   const filling = new Map<string, Promise<void>>();
+  /** Projects asked to fill while their fill ran: it looks again before it ends, so no request waits for a tick. */
+  const again = new Set<string>();
+  /** Per project: when requests a pooled sandbox could serve came, within BURST_WINDOW_MS. */
+  const demand = new Map<string, number[]>();
+  /** Per project: the size a burst raised its pool to, and when that burst's last request came. */
+  const raised = new Map<string, { size: number; at: number }>();
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
 
   const ofProject = (projectId: string) => [...members.values()].filter((m) => m.projectId === projectId);
+
+  /**
+   * The spare members a project's pool aims for: `size`, or while a burst lasts (and BURST_HOLD_MS after it) as many
+   * as it saw requests within BURST_WINDOW_MS, up to burstCeiling. Why as many as the last minute's requests: that
+   * is the best guess of the next minute's, and the size a pool needs for the next such burst to be served warm,
+   * since members made one at a time cannot keep up with requests back to back. Why held for a while: members take
+   * seconds each to boot; dropping them as soon as the window passed would throw away the work just done.
+   */
+  function target(projectId: string): number {
+    const burst = raised.get(projectId);
+    return burst && now() - burst.at <= BURST_HOLD_MS ? Math.max(settings.size, burst.size) : settings.size;
+  }
+
+  /** Counts a request a pooled sandbox could serve (whether one was ready or not) toward a burst. */
+  function noteDemand(projectId: string): void {
+    const at = now();
+    const ceiling = burstCeiling(settings.size);
+    // Only the newest `ceiling` matter: a flood of requests keeps a short list.
+    const recent = [...(demand.get(projectId) ?? []).filter((t) => at - t < BURST_WINDOW_MS), at].slice(-ceiling);
+    demand.set(projectId, recent);
+    const size = Math.min(ceiling, recent.length);
+    if (size <= settings.size) return;
+    const burst = raised.get(projectId);
+    const held = burst && at - burst.at <= BURST_HOLD_MS ? burst.size : 0;
+    raised.set(projectId, { size: Math.max(size, held), at });
+  }
 
   async function discard(member: PoolMember): Promise<void> {
     members.delete(member.sessionId);
@@ -210,25 +264,40 @@ export function createWarmPool(deps: WarmPoolDeps) {
     if (body.commit) member.baseSha = body.commit;
   }
 
-  /** Tops a wanted project's pool up to `size`, one member at a time (two cores: a burst of boots slows claims). */
+  /** Tops a wanted project's pool up to its target, one member at a time (two cores: a burst of boots slows claims). */
   async function topUp(project: Project): Promise<void> {
     try {
       while (!stopped && wanted.has(project.id)) {
         const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
-        if (spare >= settings.size || !(await addMember(project))) break;
+        if (spare >= target(project.id) || !(await addMember(project))) break;
       }
     } catch (err) {
       log("warm pool fill failed", { project: project.id, error: (err as Error).message });
     }
   }
 
-  /** One top-up per project at a time; a call while one runs joins it. */
+  /**
+   * One top-up per project at a time; a call while one runs joins it, and has it look again before it ends: a
+   * request that came as the top-up was finishing must not wait for the next tick for its replacement.
+   */
   function fill(project: Project): Promise<void> {
     const running = filling.get(project.id);
-    if (running) return running;
-    // `finally` always runs after this function returned, so even a top-up with nothing to do (which settles
-    // synchronously) leaves no entry behind that would make every later fill a no-op.
-    const work = topUp(project).finally(() => filling.delete(project.id));
+    if (running) {
+      again.add(project.id);
+      return running;
+    }
+    const work = (async () => {
+      try {
+        do {
+          again.delete(project.id);
+          await topUp(project);
+        } while (again.has(project.id) && !stopped);
+      } finally {
+        // In the same step as the last look at `again`: no call can join a top-up that already decided to end. The
+        // `await` above always comes first, so the entry set below exists by then.
+        filling.delete(project.id);
+      }
+    })();
     filling.set(project.id, work);
     return work;
   }
@@ -250,8 +319,10 @@ export function createWarmPool(deps: WarmPoolDeps) {
   async function tick(): Promise<void> {
     for (const [projectId, { project, at }] of wanted) {
       const ready = ofProject(projectId).filter((m) => m.state === "ready");
-      if (Date.now() - at > settings.idleMs) {
+      if (now() - at > settings.idleMs) {
         wanted.delete(projectId);
+        demand.delete(projectId);
+        raised.delete(projectId);
         await Promise.all(ready.map(discard));
         continue;
       }
@@ -264,6 +335,10 @@ export function createWarmPool(deps: WarmPoolDeps) {
       const dead = (await Promise.all(live.map(async (m) => ((await stillReady(m)) ? [] : [m])))).flat();
       // One reserved meanwhile is its claim's to judge: the claim checks base and secrets again.
       await Promise.all([...stale, ...dead].filter((m) => m.state === "ready").map(discard));
+      // A burst over: the members it added beyond the target go (ready ones; one still warming goes next time).
+      const spare = ofProject(projectId).filter((m) => m.state !== "reserved");
+      const surplus = spare.filter((m) => m.state === "ready").slice(0, Math.max(0, spare.length - target(projectId)));
+      await Promise.all(surplus.map(discard));
       void fill(project);
     }
   }
@@ -278,22 +353,28 @@ export function createWarmPool(deps: WarmPoolDeps) {
      */
     reserve(project: Project, wants: { baseRef: string; agent: string; model: string | null }): string | undefined {
       if (settings.size === 0 || stopped) return undefined;
-      wanted.set(project.id, { project, at: Date.now() });
+      wanted.set(project.id, { project, at: now() });
       const fits =
         wants.baseRef === project.default_branch &&
         wants.agent === settings.defaultAgent &&
         (wants.model === null || wants.model === settings.defaultModel);
+      if (fits) noteDemand(project.id);
       const member = fits ? ofProject(project.id).find((m) => m.state === "ready") : undefined;
       if (member) member.state = "reserved";
       void fill(project);
       return member?.sessionId;
     },
 
-    /** The reserved member made for this session, now the provisioner's: out of the pool for good. */
+    /**
+     * The reserved member made for this session, now the provisioner's: out of the pool for good. Its replacement
+     * starts now (it usually has since the reservation; this covers a fill that ended meanwhile), never at a tick.
+     */
     take(sessionId: string): PoolMember | undefined {
       const member = members.get(sessionId);
       if (member?.state !== "reserved") return undefined;
       members.delete(sessionId);
+      const want = wanted.get(member.projectId);
+      if (want && !stopped) void fill(want.project);
       return member;
     },
 
@@ -304,6 +385,9 @@ export function createWarmPool(deps: WarmPoolDeps) {
     },
 
     discard,
+
+    /** What the timer runs every `tickMs`: drops stale, dead and surplus members and idle pools, then refills. */
+    check: tick,
 
     start(): void {
       if (settings.size === 0) return;

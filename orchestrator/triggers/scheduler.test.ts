@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { TriggerSpec } from "../../protocol/manifest.ts";
+import { memoryTriggers } from "../../test/support/memory-ports.ts";
+import { waitFor } from "../../test/support/wait.ts";
 import type { TriggerPort } from "../ports.ts";
 import { createTriggerScheduler, type TriggerScheduler } from "./scheduler.ts";
 
@@ -130,5 +132,20 @@ describe("trigger scheduler", () => {
     leads = false;
     await sleep(300);
     expect(s.scheduledSlugs("p1")).toEqual([]);
+  });
+
+  it("picks up a manifest change another API process received (movedSince) within a lead check", async () => {
+    const mem = memoryTriggers();
+    mem.setTriggers("p1", [trigger({ schedule: "0 0 1 1 *" })]);
+    const s = createTriggerScheduler({ port: mem.port, log: () => {}, leadCheckMs: 50, resyncMs: 60_000 });
+    running.push(s);
+    await s.start(async () => true);
+    expect(s.scheduledSlugs("p1")).toEqual(["tick"]);
+    // A merge on another process: only the moved-branch feed tells this one, long before the next resync.
+    mem.setTriggers("p1", [trigger({ slug: "other", schedule: "0 0 1 1 *" })]);
+    await waitFor("the new job", async () => s.scheduledSlugs("p1").join() === "other", {
+      timeoutMs: 2000,
+      everyMs: 10,
+    });
   });
 });

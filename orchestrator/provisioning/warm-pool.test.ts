@@ -1,0 +1,273 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { createMemoryDriver, type MemoryDriver } from "../../test/support/memory-driver.ts";
+import { memoryEgress, memoryLog, memoryProject, memoryRepos, memorySecrets } from "../../test/support/memory-ports.ts";
+import { waitFor } from "../../test/support/wait.ts";
+import { sandboxEnv } from "./sandbox-env.ts";
+import { BURST_HOLD_MS, BURST_WINDOW_MS, createWarmPool, type WarmPool } from "./warm-pool.ts";
+
+const IDLE_MS = 30 * 60_000;
+const FITS: { baseRef: string; agent: string; model: string | null } = { baseRef: "main", agent: "build", model: null };
+const until = (what: string, fn: () => boolean) => waitFor(what, async () => fn(), { timeoutMs: 5000, everyMs: 5 });
+
+let pools: WarmPool[] = [];
+afterEach(async () => {
+  await Promise.all(pools.map((p) => p.stop()));
+  pools = [];
+  vi.unstubAllGlobals();
+});
+
+function setup(size = 1) {
+  const mem = createMemoryDriver();
+  vi.stubGlobal("fetch", mem.fetch);
+  const repos = memoryRepos();
+  const secrets = memorySecrets();
+  const logs = memoryLog();
+  const clock = { now: Date.now() };
+  const pool = createWarmPool({
+    driver: mem.driver,
+    egress: memoryEgress().port,
+    repos: repos.port,
+    secrets: secrets.port,
+    platformImage: async () => "svc-sandbox:test",
+    envFor: (project, session, credentials) =>
+      sandboxEnv({
+        project,
+        session,
+        repoUrl: `http://api.invalid/git/${project.id}.git`,
+        apiOrigin: "http://api.invalid",
+        serviceKey: credentials.serviceKey,
+        cliToken: credentials.cliToken,
+        secrets: credentials.secrets.values,
+        secretsRevision: credentials.secrets.revision,
+        llm: {},
+      }),
+    settings: {
+      size,
+      idleMs: IDLE_MS,
+      tickMs: 60_000,
+      readyTimeoutMs: 5000,
+      defaultAgent: "build",
+      limits: { memoryBytes: 1 << 30, nanoCpus: 1e9, pids: 512 },
+    },
+    installationId: "inst",
+    instanceId: "me",
+    log: logs.log,
+    now: () => clock.now,
+  });
+  pools.push(pool);
+  const project = memoryProject();
+  /** A new session's request, a while after the previous one: spread out like this, requests make no burst. */
+  const request = (wants: Partial<typeof FITS> = {}) => {
+    clock.now += BURST_WINDOW_MS;
+    return pool.reserve(project, { ...FITS, ...wants });
+  };
+  return { mem, repos, secrets, logs, clock, pool, project, request };
+}
+
+/** Pooled containers of the project that are ready to be claimed. */
+const ready = (mem: MemoryDriver, projectId: string) => mem.pooled(projectId, "ready");
+
+/** What the provisioner does with a reservation: takes the member and claims its sandbox (no longer ready). */
+function claim(mem: MemoryDriver, pool: WarmPool, id: string) {
+  const member = pool.take(id)!;
+  mem.container(member.containerId)!.daemon!.pool = "claimed";
+  return member;
+}
+
+/** Waits until the project's pool settled: nothing booting, `n` ready. */
+async function settled(mem: MemoryDriver, projectId: string, n: number) {
+  await until(`${n} ready pooled sandboxes`, () => {
+    const all = mem.pooled(projectId);
+    return (
+      all.every((c) => c.daemon?.pool !== "seeding" && c.daemon?.pool !== "warming") &&
+      ready(mem, projectId).length === n
+    );
+  });
+}
+
+describe("warm pool", () => {
+  it("a request fills the pool; the next one reserves a ready sandbox made for it, which a claim takes once", async () => {
+    const { mem, pool, project, repos, request } = setup();
+    expect(request()).toBeUndefined();
+    await settled(mem, project.id, 1);
+    const [warm] = ready(mem, project.id);
+    // Seeded with the default branch's tip, without any credential of a session.
+    expect(warm!.daemon!.seeded).toEqual({ ref: "refs/heads/main", commit: repos.tip(project) });
+    expect(warm!.env.SVC_CLI_TOKEN).toBeUndefined();
+    expect(warm!.env.SVC_PROJECT_AUTO_CLONE).toBeUndefined();
+
+    // Another base, agent or model: the pool's sandbox does not fit.
+    expect(request({ baseRef: "dev" })).toBeUndefined();
+    expect(request({ agent: "plan" })).toBeUndefined();
+    expect(request({ model: "other-model" })).toBeUndefined();
+
+    const id = request();
+    expect(id).toBe(warm!.owner.sessionId);
+    const member = pool.take(id!);
+    expect(member).toMatchObject({ sessionId: id, containerId: warm!.id, baseSha: repos.tip(project) });
+    expect(pool.take(id!)).toBeUndefined();
+  });
+
+  it("a reservation is offered to no one else until released", async () => {
+    const { mem, pool, project, request } = setup();
+    request();
+    await settled(mem, project.id, 1);
+    const id = request()!;
+    // The replacement is still booting: nothing else is ready, and the reserved one is not handed out again.
+    expect(request()).toBeUndefined();
+    pool.release(id);
+    expect(pool.take(id)).toBeUndefined();
+    expect(request()).toBe(id);
+  });
+
+  it("a claim starts its replacement at once, without waiting for the pool's timer", async () => {
+    const { mem, pool, project, request } = setup();
+    // No pool.start(): no timer runs in this test at all.
+    request();
+    await settled(mem, project.id, 1);
+    const id = request()!;
+    claim(mem, pool, id);
+    await settled(mem, project.id, 1);
+    expect(ready(mem, project.id)[0]!.owner.sessionId).not.toBe(id);
+  });
+
+  it("a replacement the reservation could not start (repository unreachable then) starts at the claim", async () => {
+    const { mem, pool, project, repos, request } = setup();
+    request();
+    await settled(mem, project.id, 1);
+    repos.state.reachable = false;
+    const id = request()!;
+    await new Promise((r) => setTimeout(r, 30));
+    expect(mem.pooled(project.id)).toHaveLength(1);
+    repos.state.reachable = true;
+    claim(mem, pool, id);
+    await until("a replacement", () => ready(mem, project.id).some((c) => c.owner.sessionId !== id));
+  });
+
+  it("a burst of requests grows the pool to twice its size, one sandbox booting at a time, then it shrinks", async () => {
+    const { mem, pool, project, clock } = setup(1);
+    pool.reserve(project, FITS);
+    await settled(mem, project.id, 1);
+    // Five sessions back to back: the first claims the warm one, the others find none ready.
+    const claimed = [...Array(5)].map(() => pool.reserve(project, FITS)).filter((id) => id !== undefined);
+    expect(claimed).toHaveLength(1);
+    claim(mem, pool, claimed[0]!);
+    await settled(mem, project.id, 2);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(ready(mem, project.id)).toHaveLength(2);
+    expect(mem.peakBooting(project.id)).toBe(1);
+
+    // Still held a while after the burst: the pool keeps its two.
+    clock.now += BURST_HOLD_MS / 2;
+    await pool.check();
+    expect(ready(mem, project.id)).toHaveLength(2);
+    // The burst long over: back to its size.
+    clock.now += BURST_HOLD_MS;
+    await pool.check();
+    await settled(mem, project.id, 1);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(ready(mem, project.id)).toHaveLength(1);
+  });
+
+  it("requests spread out over more than the burst window keep the pool at its size", async () => {
+    const { mem, pool, project, clock } = setup(1);
+    for (let i = 0; i < 4; i++) {
+      const id = pool.reserve(project, FITS);
+      if (id) claim(mem, pool, id);
+      await settled(mem, project.id, 1);
+      clock.now += BURST_WINDOW_MS + 1;
+    }
+    await new Promise((r) => setTimeout(r, 30));
+    expect(ready(mem, project.id)).toHaveLength(1);
+    expect(mem.peakBooting(project.id)).toBe(1);
+  });
+
+  it("a larger pool's burst stops at eight, its members booting one at a time", async () => {
+    const { mem, pool, project } = setup(5);
+    for (let i = 0; i < 12; i++) pool.reserve(project, FITS);
+    await settled(mem, project.id, 8);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(mem.pooled(project.id)).toHaveLength(8);
+    expect(mem.peakBooting(project.id)).toBe(1);
+  });
+
+  it("a member made before the default branch moved, or before the secrets changed, is replaced", async () => {
+    const { mem, pool, project, repos, secrets, request } = setup();
+    request();
+    await settled(mem, project.id, 1);
+    const first = ready(mem, project.id)[0]!;
+
+    const moved = repos.advance(project);
+    await pool.check();
+    expect(mem.container(first.id)).toBeUndefined();
+    await settled(mem, project.id, 1);
+    const second = ready(mem, project.id)[0]!;
+    expect(second.daemon!.seeded!.commit).toBe(moved);
+
+    secrets.set(project.id, { API_KEY: "new-value" });
+    await pool.check();
+    expect(mem.container(second.id)).toBeUndefined();
+    await settled(mem, project.id, 1);
+    const third = ready(mem, project.id)[0]!;
+    expect(third.env.API_KEY).toBe("new-value");
+    const id = request()!;
+    expect(pool.take(id)).toMatchObject({ secretsRevision: 1, baseSha: moved });
+  });
+
+  it("a member that dies is replaced after two checks it does not answer, not after one", async () => {
+    const { mem, pool, project, request } = setup();
+    request();
+    await settled(mem, project.id, 1);
+    const dead = ready(mem, project.id)[0]!;
+    mem.kill(dead.id);
+    await pool.check();
+    expect(mem.container(dead.id)).toBeDefined();
+    await pool.check();
+    expect(mem.container(dead.id)).toBeUndefined();
+    await settled(mem, project.id, 1);
+    const id = request();
+    expect(id).toBeDefined();
+    expect(id).not.toBe(dead.owner.sessionId);
+  });
+
+  it("a member that fails to boot leaves nothing behind", async () => {
+    const { mem, project, logs, request } = setup();
+    mem.behaviour.afterSeed = "failed";
+    request();
+    await until("the failure logged", () => logs.lines.some((l) => l.msg === "a pooled sandbox failed"));
+    await until("no pooled container", () => mem.pooled(project.id).length === 0);
+    expect(request()).toBeUndefined();
+  });
+
+  it("a project without requests for the idle time gives its pool up, and it is not refilled", async () => {
+    const { mem, pool, project, clock } = setup();
+    const other = memoryProject();
+    pool.reserve(project, FITS);
+    await settled(mem, project.id, 1);
+    clock.now += IDLE_MS / 2;
+    pool.reserve(other, FITS);
+    await settled(mem, other.id, 1);
+    clock.now += IDLE_MS / 2 + 1;
+    await pool.check();
+    expect(mem.pooled(project.id)).toHaveLength(0);
+    expect(ready(mem, other.id)).toHaveLength(1);
+    await pool.check();
+    await new Promise((r) => setTimeout(r, 30));
+    expect(mem.pooled(project.id)).toHaveLength(0);
+  });
+
+  it("stop removes every member; size 0 makes no pool", async () => {
+    const { mem, pool, project } = setup();
+    pool.reserve(project, FITS);
+    await settled(mem, project.id, 1);
+    await pool.stop();
+    expect(mem.containers()).toHaveLength(0);
+    expect(pool.reserve(project, FITS)).toBeUndefined();
+
+    const none = setup(0);
+    expect(none.pool.enabled).toBe(false);
+    expect(none.pool.reserve(none.project, FITS)).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 30));
+    expect(none.mem.containers()).toHaveLength(0);
+  });
+});
