@@ -6,7 +6,6 @@ import Fastify, { type FastifyInstance, type FastifyRequest, LogController } fro
 import { createOrchestrator, type Orchestrator } from "../orchestrator/orchestrator.ts";
 import type { ProvisionerSettings } from "../orchestrator/provisioning/provisioner.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
-import { createForwarder } from "../protocol/http-forward.ts";
 import { GIT_MAX_PUSH_MB_DEFAULT } from "../protocol/stack-settings.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
@@ -23,7 +22,7 @@ import { createTokenStore } from "./auth/token-store.ts";
 import { changeRequestRoutes } from "./change-requests/routes.ts";
 import { createChangeRequestService } from "./change-requests/service.ts";
 import { createChangeRequestStore } from "./change-requests/store.ts";
-import { type ChannelBridge, createChannelBridge } from "./channels/bridge.ts";
+import { createChannelBridge } from "./channels/bridge.ts";
 import { channelRoutes } from "./channels/routes.ts";
 import { runTurn } from "./channels/session-turn.ts";
 import { createSlackClient, type SlackSettings } from "./channels/slack-client.ts";
@@ -33,6 +32,7 @@ import { dashboardRoutes } from "./dashboard/routes.ts";
 import { signInLinkRoutes } from "./dashboard/sign-in-links.ts";
 import type { Sql } from "./db/sql.ts";
 import { createEgress } from "./egress/port.ts";
+import { createEvents } from "./events.ts";
 import { createCloneCredentials } from "./git/clone-credentials.ts";
 import { type GitHubApp, repoAccessToken } from "./git/github-app.ts";
 import { installHooks } from "./git/hooks.ts";
@@ -43,19 +43,20 @@ import { createRepositories } from "./git/repositories.ts";
 import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
+import { createForwarder } from "./http/forward.ts";
 import { registerInputChecks } from "./http/validate.ts";
 import { createCliBundleSource, defaultCliBundlePath } from "./install/cli-bundle.ts";
 import { installRoutes } from "./install/routes.ts";
 import { createManifestReader } from "./manifest/reader.ts";
+import { PREVIEW_PARAM } from "./previews/grant.ts";
+import { createPreviews, type Previews } from "./previews/proxy.ts";
+import { tunnelPreviews } from "./previews/tunnel.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
 import { createCipher } from "./secrets/cipher.ts";
 import { secretRoutes } from "./secrets/routes.ts";
 import { createSecretStore } from "./secrets/store.ts";
 import { agentRoutes } from "./sessions/agent.ts";
-import { createPreviews, type Previews } from "./sessions/preview.ts";
-import { PREVIEW_PARAM } from "./sessions/preview-grant.ts";
-import { tunnelPreviews } from "./sessions/preview-tunnel.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { execUpgrade, sandboxLogRoutes } from "./sessions/sandbox-access.ts";
 import {
@@ -129,8 +130,7 @@ export function createServices(
   const publicUrl = () =>
     (typeof options.publicUrl === "function" ? options.publicUrl() : options.publicUrl).replace(/\/+$/, "");
 
-  // The trigger scheduler exists once the orchestrator does; git and CR events reach it through this.
-  let reloadTriggers: (projectId: string) => void = () => {};
+  const events = createEvents(log);
   const tokens = createTokenStore(sql);
   const cipher = options.secretsKey ? createCipher(options.secretsKey) : undefined;
   const secrets = createSecretStore(sql, cipher);
@@ -143,24 +143,21 @@ export function createServices(
     checkRemote: checkRepoUrl,
     projectAccessToken: async (projectId) =>
       cipher ? (await secrets.values(projectId)).values[PROJECT_REPO_TOKEN_SECRET] : undefined,
-    onFetched: (projectId) => reloadTriggers(projectId),
+    onFetched: (projectId) => events.emit("repo.fetched", { projectId }),
   });
   const manifests = createManifestReader({ repos, sql });
   const projects = createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`);
   const accounts = createAccountStore(sql);
-  let channels: ChannelBridge | undefined;
   const changeRequests = createChangeRequestService({
     store: createChangeRequestStore(sql),
     repos,
     previews: createPreviewCache(),
-    onMerged: (project, cr) => {
-      reloadTriggers(project.id);
-      channels?.crMerged(project, cr);
-    },
-    onCreated: (project, cr) => channels?.crCreated(project, cr),
-    onClosed: (project, cr) => channels?.crClosed(project, cr),
+    events,
+    instanceId,
   });
   const triggerStore = createTriggerStore(sql);
+  // A genuine cycle: firing a trigger creates a session, the session service needs the orchestrator, and the
+  // orchestrator is built with the trigger port that fires. Assigned once, below, before anything fires.
   let sessions: SessionService | undefined;
   const triggers = createTriggerService({
     store: triggerStore,
@@ -172,7 +169,7 @@ export function createServices(
   });
 
   const triggerPort = createTriggerPort({ store: triggerStore, projects, manifests, triggers });
-  const sessionStore = createSessionStore(sql);
+  const sessionStore = createSessionStore(sql, events);
   // `[sandbox] egress`: which sandboxes go out through the proxy, and the proxy (on the API's port) that enforces it.
   const egress = createEgress({
     sessions: sessionStore,
@@ -235,7 +232,8 @@ export function createServices(
 
   const orchestrator = options.orchestrator && composeOrchestrator(options.orchestrator);
   if (orchestrator) {
-    reloadTriggers = (projectId) => {
+    // A default branch that may have moved: its manifest's triggers and apps are read again.
+    const reloadTriggers = (projectId: string) => {
       void orchestrator.reloadTriggers(projectId).catch((err) => log("trigger reload failed", { error: String(err) }));
       void orchestrator.apps?.sync(projectId).catch((err) => log("app sync failed", { error: String(err) }));
       // On a standby the reload does nothing: refreshing the stored manifest is what tells the leader.
@@ -244,6 +242,11 @@ export function createServices(
         .then((project) => project && manifests.read(project))
         .catch((err) => log("manifest refresh failed", { error: String(err) }));
     };
+    events.on("repo.pushed", ({ projectId }) => reloadTriggers(projectId));
+    events.on("repo.fetched", ({ projectId }) => reloadTriggers(projectId));
+    events.on("change-request.changed", ({ project, change }) => {
+      if (change === "merged") reloadTriggers(project.id);
+    });
   }
   sessions =
     orchestrator &&
@@ -255,16 +258,18 @@ export function createServices(
       instanceId,
       cipher,
       sandboxTargets,
+      events,
     });
   const slack = options.slack ?? { apiUrl: "https://slack.com/api" };
   const channelStore = createChannelStore(sql);
-  channels = createChannelBridge({
+  const channels = createChannelBridge({
     store: channelStore,
     slack: createSlackClient(slack, log),
     projects,
     accounts,
     sessions,
     runTurn: (project, sessionId, text) => runTurn({ sessions: sessions! }, project, sessionId, text),
+    events,
     publicUrl,
     log,
   });
@@ -307,7 +312,7 @@ export function createServices(
     sessionStore,
     egressProxy: egress.proxy,
     browserSessions: createBrowserSessions(sql),
-    onPushed: (projectId: string) => reloadTriggers(projectId),
+    events,
     slack,
     channelStore,
     channels,

@@ -29,7 +29,8 @@ export type ApiConfig = {
     poolSize: number;
     /** A sandbox whose writable layer passes this is stopped (SVC_SANDBOX_DISK_MB); 0: never. */
     diskLimitMb: number;
-    llm: { baseUrl?: string; apiKey?: string; model?: string };
+    /** `timeoutS`: seconds the gateway may send nothing before a turn fails (SVC_MODEL_TIMEOUT_S). */
+    llm: { baseUrl?: string; apiKey?: string; model?: string; timeoutS: number };
   };
   /** Where `[[apps]]` deploy: local containers on this engine, or none. */
   apps: { provider: StackEnv["SVC_APP_PROVIDER"] };
@@ -111,7 +112,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       idleMs: e.SVC_IDLE_TIMEOUT_S * 1000,
       poolSize: e.SVC_POOL_SIZE,
       diskLimitMb: e.SVC_SANDBOX_DISK_MB,
-      llm: { baseUrl: e.SVC_LLM_BASE_URL, apiKey: e.SVC_LLM_API_KEY, model: e.SVC_AGENT_MODEL },
+      llm: {
+        baseUrl: e.SVC_LLM_BASE_URL,
+        apiKey: e.SVC_LLM_API_KEY,
+        model: e.SVC_AGENT_MODEL,
+        timeoutS: e.SVC_MODEL_TIMEOUT_S,
+      },
     },
     apps: { provider: e.SVC_APP_PROVIDER },
     bootstrapTokenHash: e.SVC_BOOTSTRAP_TOKEN_HASH,

@@ -9,7 +9,10 @@ import { buildApp } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { migrate } from "./db/migrate.ts";
 import { openSql } from "./db/sql.ts";
+import { cutMissingSessionBranches } from "./git/session-branches.ts";
 import { createSandboxListener } from "./http/sandbox-listener.ts";
+
+const MERGE_REPAIR_MS = 30_000;
 
 // Files the API creates (PGlite's, git's objects and refs) are its owner's alone, whatever umask it was started with.
 process.umask(0o077);
@@ -79,6 +82,14 @@ const cluster = await joinCluster(sql, { instanceId: services.instanceId, log })
 const stopBackground =
   services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs, disk: { limitMb: o.diskLimitMb } }) ??
   (() => {});
+// Merges a crash interrupted between moving a base branch and recording it: settled before the first request, then
+// every 30 s (those of a process of the cluster that has died since).
+const stopMergeRepair = await services.changeRequests.startMergeRepair({
+  isAlive: cluster.isAlive,
+  project: (id) => services.projects.byId(id),
+  log,
+  everyMs: MERGE_REPAIR_MS,
+});
 
 let stopping = false;
 async function shutdown(signal: string) {
@@ -86,6 +97,7 @@ async function shutdown(signal: string) {
   stopping = true;
   app.log.info({ signal }, "shutting down");
   stopBackground();
+  stopMergeRepair();
   sandboxListener.close();
   await app.close();
   await cluster.leave();
@@ -96,3 +108,12 @@ process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
 
 await app.listen({ port: config.port, host: config.host });
+// Sessions whose provisioning a crash cut off before their branch: given it, so a restart can boot them. In the
+// background: an external repository may take a fetch to read.
+void cutMissingSessionBranches({
+  sql,
+  repos: services.repos,
+  project: (id) => services.projects.byId(id),
+  isAlive: cluster.isAlive,
+  log,
+}).catch((err) => log("session branch repair failed", { error: String(err) }));

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from "node:http";
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import { z } from "zod";
 import { ErrorBody } from "../protocol/errors.ts";
-import { createSseReader } from "../protocol/sse.ts";
 import { CliError } from "./errors.ts";
 
 export type RequestOptions = { body?: unknown; query?: Record<string, string | undefined> };
@@ -101,12 +101,9 @@ export function createApiClient(options: {
   async function* events(path: string, signal: AbortSignal): AsyncGenerator<unknown> {
     const res = await send("GET", path, { accept: "text/event-stream", signal });
     if (!res.ok) throw failure(res, await bodyJson(res));
-    const decoder = new TextDecoder();
-    const read = createSseReader();
+    const messages = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
     try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        for (const data of read(decoder.decode(chunk, { stream: true }))) yield JSON.parse(data);
-      }
+      for await (const { data } of messages) if (data) yield JSON.parse(data);
     } catch (err) {
       if (!signal.aborted) throw new CliError(`the event stream broke: ${(err as Error).message}`);
     }

@@ -1,8 +1,8 @@
 import { Command, Option } from "commander";
-import { editDistance } from "../protocol/edit-distance.ts";
 import { VERSION } from "../protocol/version.ts";
+import { printVersion } from "./commands/version.ts";
+import { editDistance } from "./edit-distance.ts";
 import { usageError } from "./errors.ts";
-import { printJson, printLine } from "./output.ts";
 
 /**
  * The top-level commands by the words that select them (names and aliases), each loaded only when run: a command
@@ -52,11 +52,7 @@ export async function buildProgram(args: string[]): Promise<Command> {
     .showSuggestionAfterError()
     .helpCommand(true)
     .configureHelp({ sortSubcommands: true });
-  program
-    .command("version")
-    .description("print the CLI version")
-    .option("--json", "output JSON")
-    .action((opts: { json?: boolean }) => (opts.json ? printJson({ version: VERSION }) : printLine(VERSION)));
+  program.command("version").description("print the CLI version").option("--json", "output JSON").action(printVersion);
 
   const word = commandWord(args);
   const chosen = COMMANDS.find((c) => word !== undefined && c.words.includes(word));

@@ -23,7 +23,12 @@ export async function run(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) return SUCCESS_CODES.has(err.code) ? 0 : EXIT_USAGE;
     if (err instanceof CliError) {
       // Messages may quote a sandbox's or Docker's output: a pipe gets it without escape sequences.
-      const message = process.stderr.isTTY ? err.message : plainText(err.message);
+      let message = process.stderr.isTTY ? err.message : plainText(err.message);
+      // Each self-host mode keeps its own data: a project unknown here may be the other mode's (loaded only then).
+      if ((err as { code?: unknown }).code === "PROJECT_NOT_FOUND") {
+        const { projectElsewhereHint } = await import("./commands/self-host/mode-switch.ts");
+        message += await projectElsewhereHint(program.opts<{ host?: string }>().host);
+      }
       // No message: a command run elsewhere (`sessions exec`) said its own and passes its exit code on.
       if (message) process.stderr.write(`error: ${message}\n`);
       return err.exitCode;

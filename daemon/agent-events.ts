@@ -1,8 +1,9 @@
 import { get, type ServerResponse } from "node:http";
+import { createParser } from "eventsource-parser";
 import type { AgentEvent } from "../protocol/daemon.ts";
-import { createSseReader, SSE_HEADERS, SSE_PING, sseEvent } from "../protocol/sse.ts";
 import { daemonError, sendError } from "./errors.ts";
 import { modelFailure } from "./model-failure.ts";
+import { SSE_HEADERS, SSE_PING, sseEvent } from "./sse.ts";
 
 /** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
 export type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
@@ -21,8 +22,12 @@ const MAX_TRACKED = 10_000;
 const PING_MS = 15_000;
 
 export type TranslatorOptions = {
-  /** The model gateway's URL, named in the error when it cannot be reached. */
+  /** The model gateway's URL, named in the error when it cannot be reached or sends nothing. */
   gatewayUrl?: string;
+  /** Seconds the gateway may send nothing before the turn fails (SVC_MODEL_TIMEOUT_S), named in that error. */
+  modelTimeoutS?: number;
+  /** The daemon's log: a gateway failure's raw words from the runtime go there, the person gets the clear ones. */
+  log?: (msg: string) => void;
   /** Stops a run the gateway failed (opencode would retry an unreachable gateway for minutes). */
   abort?: (session: string) => void;
 };
@@ -53,10 +58,11 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
 
   return function translate(event: RuntimeEvent): AgentEvent[] {
     const p = event.properties ?? {};
-    const failure = modelFailure(event, options.gatewayUrl);
+    const failure = modelFailure(event, options.gatewayUrl, options.modelTimeoutS);
     if (failure) {
       if (failedSessions.has(failure.session)) return [];
       failedSessions.add(failure.session);
+      options.log?.(`model gateway failure in ${failure.session}: ${failure.raw}`);
       if (failure.abort) options.abort?.(failure.session);
       return [{ type: "error", session: failure.session, message: failure.message }];
     }
@@ -149,17 +155,17 @@ export function relayAgentEvents(
       write({ type: "ready" });
       unsubscribe = options.notices?.(write) ?? unsubscribe;
       ping = setInterval(() => res.write(SSE_PING), PING_MS);
-      const read = createSseReader();
-      runtime.setEncoding("utf8");
-      runtime.on("data", (chunk: string) => {
-        for (const data of read(chunk)) {
+      const parser = createParser({
+        onEvent: ({ data }) => {
           try {
             for (const event of translate(JSON.parse(data) as RuntimeEvent)) write(event);
           } catch {
             // Not JSON: nothing a client could use.
           }
-        }
+        },
       });
+      runtime.setEncoding("utf8");
+      runtime.on("data", (chunk: string) => parser.feed(chunk));
       runtime.on("end", () => res.end());
     },
   );

@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { AGENT_HOME, AGENT_RUNTIME_PORT, SANDBOX_SERVICE_PORT, SANDBOX_WORKSPACE } from "../protocol/env.ts";
+import {
+  AGENT_HOME,
+  AGENT_RUNTIME_PORT,
+  MODEL_TIMEOUT_S_DEFAULT,
+  SANDBOX_SERVICE_PORT,
+  SANDBOX_WORKSPACE,
+} from "../protocol/env.ts";
 
 const flag = z.enum(["0", "1"]).default("0");
 
@@ -23,6 +29,11 @@ const Env = z.object({
   SVC_LLM_API_KEY: z.string().optional(),
   SVC_GW_URL: z.string().optional(),
   SVC_GW_API_KEY: z.string().optional(),
+  /**
+   * The stack setting's minimum is 5 (protocol/stack-settings.ts); the daemon takes down to 1 so tests outside a
+   * stack can stall a gateway for a short time.
+   */
+  SVC_MODEL_TIMEOUT_S: z.coerce.number().int().min(1).max(3600).default(MODEL_TIMEOUT_S_DEFAULT),
   /** Fixed by the image; overridable so the daemon can run outside a container in tests. */
   SVC_WORKSPACE: z.string().default(SANDBOX_WORKSPACE),
   SVC_AGENT_HOME: z.string().default(AGENT_HOME),
@@ -64,7 +75,12 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
     bootstrapPrompt: e.SVC_BOOTSTRAP_AGENT_SESSION === "1" ? e.SVC_INITIAL_PROMPT : undefined,
     agentName: e.SVC_AGENT_NAME,
     agentModel: e.SVC_AGENT_MODEL,
-    llm: { baseUrl: e.SVC_LLM_BASE_URL ?? e.SVC_GW_URL, apiKey: e.SVC_LLM_API_KEY ?? e.SVC_GW_API_KEY },
+    llm: {
+      baseUrl: e.SVC_LLM_BASE_URL ?? e.SVC_GW_URL,
+      apiKey: e.SVC_LLM_API_KEY ?? e.SVC_GW_API_KEY,
+      /** Seconds the gateway may send nothing (no headers, no byte of the stream) before the turn fails. */
+      timeoutS: e.SVC_MODEL_TIMEOUT_S,
+    },
     workspace: e.SVC_WORKSPACE,
     agentHome: e.SVC_AGENT_HOME,
     agentPort: e.SVC_AGENT_PORT,

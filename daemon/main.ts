@@ -58,8 +58,9 @@ async function daemon(): Promise<void> {
   const runtime = createRuntimeSupervisor(spec, log);
 
   /**
-   * Runs in progress. A run retrying a gateway it cannot reach is aborted here too: with nobody following it
-   * (the initial prompt), opencode would retry for minutes and the sandbox would never count as idle.
+   * Runs in progress. A run retrying a gateway it cannot reach, or one that sent nothing for SVC_MODEL_TIMEOUT_S, is
+   * aborted here too: with nobody following it (the initial prompt), opencode would retry for minutes and the
+   * sandbox would never count as idle.
    */
   async function busySessions(): Promise<string[]> {
     if (runtime.status().state !== "running") return [];
@@ -70,7 +71,10 @@ async function daemon(): Promise<void> {
           modelFailure({ type: "session.status", properties: { sessionID: r.id, status: r.status } }, undefined)?.abort,
       );
       await Promise.all(stuck.map((r) => client.abort(r.id).catch(() => {})));
-      if (stuck.length > 0) log(`aborted ${stuck.length} run(s) retrying an unreachable model gateway`);
+      if (stuck.length > 0) {
+        const why = stuck.map((r) => r.status.message).join("; ");
+        log(`aborted ${stuck.length} run(s) retrying a model gateway that failed (${why})`);
+      }
       busy = { at: Date.now(), sessions: runs.filter((r) => !stuck.includes(r)).map((r) => r.id) };
     }
     return busy.sessions;
@@ -149,6 +153,7 @@ async function daemon(): Promise<void> {
     servicePort: config.port,
     agentPort: config.agentPort,
     gatewayUrl: config.llm.baseUrl,
+    modelTimeoutS: config.llm.timeoutS,
     activity,
     log,
     control: {

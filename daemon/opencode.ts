@@ -74,7 +74,14 @@ export function opencodeConfig(config: DaemonConfig, warmUpUrl?: string): Record
       [PROVIDER_ID]: {
         npm: "@ai-sdk/openai-compatible",
         name: "svc model gateway",
-        options: { baseURL: config.llm.baseUrl, apiKey: config.llm.apiKey ?? "none" },
+        options: {
+          baseURL: config.llm.baseUrl,
+          apiKey: config.llm.apiKey ?? "none",
+          // opencode aborts a call whose headers, or whose next event-stream read, take longer; it then retries
+          // (up to 5 times, with backoff), which the daemon stops at the first retry (model-failure.ts).
+          headerTimeout: config.llm.timeoutS * 1000,
+          chunkTimeout: config.llm.timeoutS * 1000,
+        },
         models: { [model]: { name: model, tool_call: true, limit: { context: 128_000, output: 16_000 } } },
       },
       ...warmUp,

@@ -1,8 +1,8 @@
 import { connect, type Socket } from "node:net";
-import { type Admitted, type TunnelHead, tunnelConnection } from "../protocol/http-tunnel.ts";
 import type { ContextCheck } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse } from "./errors.ts";
 import type { ProxyTarget } from "./proxy-target.ts";
+import { type Admitted, type TunnelHead, tunnelConnection } from "./tunnel.ts";
 
 export type TunnelDeps = {
   contextHeader: string;
@@ -49,7 +49,7 @@ function admit(head: TunnelHead, remote: string, deps: TunnelDeps): Admitted | u
 }
 
 /**
- * The daemon's proxy fast path (protocol/http-tunnel.ts): a connection of plain `/proxy/{port}/` requests becomes
+ * The daemon's proxy fast path (tunnel.ts): a connection of plain `/proxy/{port}/` requests becomes
  * a tunnel to that port, the user context checked on every request. This keeps a dev server behind the proxy near
  * its direct throughput.
  */

@@ -16,12 +16,12 @@ import {
   PromptBody,
   type RefreshResult,
 } from "../protocol/daemon.ts";
-import { createForwarder } from "../protocol/http-forward.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse, sendError, toDaemonError } from "./errors.ts";
+import { createForwarder } from "./forward.ts";
 import { proxyTarget } from "./proxy-target.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
 
@@ -44,8 +44,10 @@ export type ServerDeps = {
   sessionId: string;
   servicePort: number;
   agentPort: number;
-  /** The model gateway the runtime talks to, named when it cannot be reached. */
+  /** The model gateway the runtime talks to, named when it cannot be reached or sends nothing. */
   gatewayUrl?: string;
+  /** Seconds the gateway may send nothing before a turn fails (SVC_MODEL_TIMEOUT_S). */
+  modelTimeoutS?: number;
   activity: Activity;
   control: ControlHandlers;
   /** A line of the sandbox's log (the daemon's stderr, which PID 1 passes on). */
@@ -142,6 +144,8 @@ export function createDaemonServer(deps: ServerDeps) {
         deps.activity.touch();
         return relayAgentEvents(res, deps.agentPort, deps.workspace, {
           gatewayUrl: deps.gatewayUrl,
+          modelTimeoutS: deps.modelTimeoutS,
+          log: deps.log,
           abort: (session) => void deps.control.abort({ session }).catch(() => {}),
           notices: (notify) => {
             notices.add(notify);
@@ -160,9 +164,9 @@ export function createDaemonServer(deps: ServerDeps) {
       }
       const target = route(req);
       if (typeof target !== "number") return sendError(res, target);
-      await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", {
-        unreachable: (r, err) => sendError(r, daemonError("UPSTREAM_UNAVAILABLE", upstreamError(target, err))),
-      });
+      await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", (r, err) =>
+        sendError(r, daemonError("UPSTREAM_UNAVAILABLE", upstreamError(target, err))),
+      );
     } catch (err) {
       if (!res.headersSent) sendError(res, toDaemonError(err));
     }

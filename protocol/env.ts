@@ -22,6 +22,8 @@ export const SandboxEnv = {
   llmBaseUrl: "SVC_LLM_BASE_URL",
   gatewayApiKey: "SVC_GW_API_KEY",
   gatewayUrl: "SVC_GW_URL",
+  /** Not SPEC's: seconds the model gateway may send nothing before the turn fails (SVC_MODEL_TIMEOUT_S). */
+  modelTimeout: "SVC_MODEL_TIMEOUT_S",
   /** Not SPEC's: marks a warm-pool sandbox, seeded and warmed before a session claims it. */
   pooled: "SVC_POOLED",
 } as const;
@@ -65,6 +67,8 @@ export const AGENT_HOME = "/opt/svc/home";
 export const SESSION_ENV_FILE_NAME = ".svc-session-env.json";
 export const SESSION_ENV_FILE = `${AGENT_HOME}/${SESSION_ENV_FILE_NAME}`;
 export const DEFAULT_PREVIEW_PORT = 3000;
+/** SVC_MODEL_TIMEOUT_S when unset, for the API and for a daemon started without it. */
+export const MODEL_TIMEOUT_S_DEFAULT = 120;
 
 /** How a self-hosted installation gets a model gateway: the exact command, quoted in every "no model" message. */
 export const MODEL_SETUP_COMMAND = `svc self-host env set ${SandboxEnv.llmBaseUrl}=… ${SandboxEnv.llmApiKey}=… ${SandboxEnv.agentModel}=…`;

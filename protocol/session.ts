@@ -51,6 +51,31 @@ export const CreateSessionBody = z
   .strict();
 export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 
+/** A session on its way to `running`: what `wait_for=running` waits out. */
+export const STARTING_STATUSES: readonly SessionStatus[] = ["queued", "branching", "provisioning"];
+
+/** The longest a `wait_for` read is held open, in seconds. */
+const SESSION_WAIT_MAX_S = 60;
+export const SESSION_WAIT_DEFAULT_S = 30;
+
+/**
+ * GET /v1/projects/{id}/sessions/{sid}[?wait_for=running[&timeout_s=N][&progress=P]]: without `wait_for`, the
+ * session now. With it, the answer comes as soon as the session is no longer starting (STARTING_STATUSES), or, with
+ * `progress` (the progress line the client shows; empty for none), as soon as its progress is another one, or when
+ * `timeout_s` (1 to SESSION_WAIT_MAX_S, default 30) have passed: the session as it is then, in every case.
+ */
+export const SessionWaitQuery = z
+  .object({
+    wait_for: z.literal("running").optional(),
+    timeout_s: z.coerce.number().int().min(1).max(SESSION_WAIT_MAX_S).optional(),
+    progress: z.string().max(1000).optional(),
+  })
+  .strict()
+  .refine((q) => q.wait_for !== undefined || (q.timeout_s === undefined && q.progress === undefined), {
+    message: "timeout_s and progress go with wait_for=running",
+    path: ["wait_for"],
+  });
+
 export const SessionList = z.object({ sessions: z.array(Session) });
 export type SessionList = z.infer<typeof SessionList>;
 

@@ -1,7 +1,7 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
-import { editDistance } from "./edit-distance.ts";
+import { MODEL_TIMEOUT_S_DEFAULT } from "./env.ts";
 
 /**
  * The stack's settings: environment variables the API reads at start (api/config.ts) and `svc self-host env`
@@ -242,6 +242,12 @@ export const STACK_SETTINGS = [
     "OpenAI-compatible model gateway sandboxes use (a loopback URL means this machine)",
   ),
   setting("SVC_LLM_API_KEY", "secret", z.string().min(1).optional(), "API key sent to the model gateway"),
+  setting(
+    "SVC_MODEL_TIMEOUT_S",
+    "integer",
+    int(5, 3600).default(MODEL_TIMEOUT_S_DEFAULT),
+    "seconds the model gateway may send nothing (no answer, or no byte of a streamed one) before the turn fails with an error",
+  ),
   setting("SVC_AGENT_MODEL", "text", z.string().min(1).optional(), "model the agents ask the gateway for"),
   setting(
     "SVC_BODY_LIMIT_BYTES",
@@ -278,21 +284,4 @@ export type StackEnv = z.infer<typeof StackEnv>;
 
 export function stackSetting(key: string): StackSetting | undefined {
   return STACK_SETTINGS.find((s) => s.key === key);
-}
-
-/** The value as listings may show it: a secret keeps a hint of its start when long enough to spare it. */
-export function maskSetting(setting: StackSetting | undefined, key: string, value: string): string {
-  const secret = setting ? setting.secret : /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE/i.test(key);
-  if (!secret || value === "") return value;
-  return value.length <= 12 ? "********" : `${value.slice(0, 3)}…*****`;
-}
-
-/** The known key nearest a misspelt one, when it is near enough to be a slip. */
-export function nearestSetting(key: string): string | undefined {
-  let best: { key: string; d: number } | undefined;
-  for (const s of STACK_SETTINGS) {
-    const d = editDistance(key.toUpperCase(), s.key);
-    if (!best || d < best.d) best = { key: s.key, d };
-  }
-  return best && best.d <= Math.max(2, Math.floor(best.key.length / 4)) ? best.key : undefined;
 }

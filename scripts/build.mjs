@@ -1,14 +1,17 @@
 // Bundles the programs into dist/ (fast start-up; dependencies stay in node_modules) and copies the SQL migrations.
-import { cpSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { build } from "esbuild";
 
 const root = new URL("../", import.meta.url);
 const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8"));
-rmSync(new URL("dist/", root), { recursive: true, force: true });
+// Built beside dist/ and swapped in at the end: a CLI or API started from dist/ meanwhile (a test run, the stack)
+// never finds it half written.
+const out = `dist.building-${process.pid}`;
+rmSync(new URL(`${out}/`, root), { recursive: true, force: true });
 await build({
   absWorkingDir: root.pathname,
   entryPoints: { api: "api/main.ts", edge: "api/edge/main.ts" },
-  outdir: "dist",
+  outdir: out,
   outExtension: { ".js": ".mjs" },
   bundle: true,
   platform: "node",
@@ -23,7 +26,7 @@ await build({
 await build({
   absWorkingDir: root.pathname,
   entryPoints: { svc: "cli/main.ts" },
-  outdir: "dist",
+  outdir: out,
   outExtension: { ".js": ".mjs" },
   chunkNames: "cli/[name]-[hash]",
   splitting: true,
@@ -37,17 +40,17 @@ await build({
     js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);",
   },
 });
-cpSync(new URL("api/db/migrations/", root), new URL("dist/migrations/", root), { recursive: true });
+cpSync(new URL("api/db/migrations/", root), new URL(`${out}/migrations/`, root), { recursive: true });
 // The dashboard's browser scripts, served as they are: beside the bundle as beside their module.
-cpSync(new URL("api/dashboard/assets/", root), new URL("dist/assets/", root), { recursive: true });
+cpSync(new URL("api/dashboard/assets/", root), new URL(`${out}/assets/`, root), { recursive: true });
 // The install script template the API serves (api/install/routes.ts), beside the bundle as beside its module.
-cpSync(new URL("api/install/served-install.sh", root), new URL("dist/served-install.sh", root));
+cpSync(new URL("api/install/served-install.sh", root), new URL(`${out}/served-install.sh`, root));
 
 // Self-contained bundles for the sandbox image, which has node but no node_modules.
 await build({
   absWorkingDir: root.pathname,
   entryPoints: { "svc-agent": "daemon/main.ts", svc: "cli/main.ts" },
-  outdir: "dist/sandbox",
+  outdir: `${out}/sandbox`,
   outExtension: { ".js": ".mjs" },
   bundle: true,
   platform: "node",
@@ -60,3 +63,11 @@ await build({
     js: `// svc ${pkg.version}\nimport { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);`,
   },
 });
+const old = `dist.old-${process.pid}`;
+try {
+  renameSync(new URL("dist/", root), new URL(`${old}/`, root));
+} catch (err) {
+  if (err.code !== "ENOENT") throw err;
+}
+renameSync(new URL(`${out}/`, root), new URL("dist/", root));
+rmSync(new URL(`${old}/`, root), { recursive: true, force: true });

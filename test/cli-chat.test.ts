@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server, type ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SSE_HEADERS, sseEvent } from "../daemon/sse.ts";
 import type { AgentEvent } from "../protocol/daemon.ts";
 import type { Session, SessionList, SessionMessageAccepted } from "../protocol/session.ts";
-import { SSE_HEADERS, sseEvent } from "../protocol/sse.ts";
 import { type CliEnv, cliHome, svc } from "./support/cli.ts";
 
 /**

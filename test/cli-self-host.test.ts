@@ -268,11 +268,19 @@ describe("svc self-host (embedded mode, the real CLI binary)", () => {
       mode: "embedded",
       pid: expect.any(Number),
       sessions_stopped: 0,
+      // Its sandbox network, when an earlier test left one with no sandbox on it.
+      networks_removed: expect.any(Array),
     });
     await expect(fetch(`${url}/v1/health`)).rejects.toThrow();
     const again = await run(["self-host", "stop", "--json"]);
     expect(again.stderr).toBe("svc self-host is not running");
-    expect(JSON.parse(again.stdout)).toEqual({ stopped: false, mode: null, pid: null, sessions_stopped: 0 });
+    expect(JSON.parse(again.stdout)).toEqual({
+      stopped: false,
+      mode: null,
+      pid: null,
+      sessions_stopped: 0,
+      networks_removed: [],
+    });
     const status = await run(["self-host", "status"]);
     expect(status.code).toBe(0);
     expect(status.stdout.split("\n")[0]).toBe("status:   stopped; start it with 'svc self-host start'");

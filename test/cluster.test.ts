@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSessionStore } from "../api/sessions/store.ts";
 import { type Cluster, joinCluster } from "../orchestrator/cluster.ts";
 import { createReconciler } from "../orchestrator/reconciler.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
@@ -74,7 +73,7 @@ describe("several API processes on one PostgreSQL database (real server, real pr
     // The leader's reconciler leaves alone a session another live process is provisioning...
     const reconcile = createReconciler({
       driver: orchestratorFor(0).driver,
-      records: createSessionStore(db.sql),
+      records: api.services.sessionStore,
       provisioner: api.services.orchestrator!.provisioner,
       installationId: api.services.installationId,
       isAlive: here.isAlive,

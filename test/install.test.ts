@@ -169,6 +169,15 @@ describe("README's first command in a fresh clone, then svc update and svc unins
         home: { path: env.SVC_HOME, removed: false },
         config: { path: env.SVC_CONFIG_FILE, removed: false },
         stack_stopped: true,
+        // The stack's installation, which made no sandbox, network or image.
+        docker: {
+          installations: [expect.any(String)],
+          containers: [],
+          networks: [],
+          volumes: [],
+          images: [],
+          images_kept: [],
+        },
         checkout: clone,
       });
       expect(existsSync(shim)).toBe(false);

@@ -122,15 +122,17 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
       (err) => (err as { cause?: { code?: string } }).cause?.code ?? String(err),
     );
     expect(health).toBe("ECONNREFUSED");
+
+    const created = await run(["sessions", "new"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = created.stdout.trim();
+    // Read once the session runs: a stop removes a sandbox network left empty, so the network (and the address the
+    // API listens on) may be new since the last start.
     const logs = (await svc(["self-host", "logs", "--json"], { env: home.env })).stdout
       .split("\n")
       .map((l) => JSON.parse(l));
     const listening = logs.filter((l) => l.msg === "listening for sandboxes").at(-1);
     expect(listening.address).toMatch(new RegExp(`^\\d+\\.\\d+\\.\\d+\\.1:${port}$`));
-
-    const created = await run(["sessions", "new"]);
-    expect(created.code, created.stderr).toBe(0);
-    const id = created.stdout.trim();
     const [container] = await containersOf(id);
     const inspect = await docker.getContainer(container!.Id).inspect();
     expect(inspect.HostConfig.ExtraHosts).toEqual([`host.docker.internal:${listening.address.split(":")[0]}`]);

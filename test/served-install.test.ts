@@ -278,6 +278,8 @@ describe("the API serves its install script; svc update and uninstall on a serve
       home: { path: env.SVC_HOME, removed: false },
       config: { path: env.SVC_CONFIG_FILE, removed: true },
       stack_stopped: false,
+      // No self-hosted stack on this machine: nothing of one on the engine.
+      docker: { installations: [], containers: [], networks: [], volumes: [], images: [], images_kept: [] },
       binary,
     });
     expect(existsSync(shim)).toBe(false);

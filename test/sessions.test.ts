@@ -1,7 +1,6 @@
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
-import { createSessionStore } from "../api/sessions/store.ts";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { createIdleSweeper } from "../orchestrator/idle-sweeper.ts";
 import { createReconciler } from "../orchestrator/reconciler.ts";
@@ -211,7 +210,7 @@ describe("sessions on real Docker", () => {
     const created = (await sessions("", "POST", {})).body;
     await waitStatus(created.session_id, ["running"]);
     const deps = {
-      records: createSessionStore(db.sql),
+      records: api.services.sessionStore,
       provisioner: api.services.orchestrator!.provisioner,
       log: () => {},
     };
@@ -285,7 +284,7 @@ describe("sessions on real Docker", () => {
 
     const reconcile = createReconciler({
       driver: createDockerDriver({ servicePort: 8000 }),
-      records: createSessionStore(db.sql),
+      records: api.services.sessionStore,
       provisioner: api.services.orchestrator!.provisioner,
       installationId: api.services.installationId,
       isAlive: (await joinCluster(db.sql, { instanceId: api.services.instanceId })).isAlive,

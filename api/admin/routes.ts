@@ -37,5 +37,19 @@ export function adminRoutes(deps: AdminRouteDeps) {
       }
       return { stopped };
     });
+
+    /**
+     * This installation's id (the label its sandboxes, apps and networks carry) and the images its sessions and apps
+     * ran: what `svc self-host stop` and `svc uninstall` look for on the engine, so another stack's are never touched.
+     */
+    app.get("/v1/admin/installation", { config: { auth: "account" } }, async (req) => {
+      await requireAdmin(deps.sql, actingUserId(req.principal!));
+      const [installation] = await deps.sql.query<{ id: string }>("select id from installation");
+      const images = await deps.sql.query<{ image: string }>(
+        `select image from session_sandboxes where image is not null
+         union select image from app_deploys where image is not null`,
+      );
+      return { id: installation!.id, images: images.map((r) => r.image).sort() };
+    });
   };
 }

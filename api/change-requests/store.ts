@@ -1,6 +1,7 @@
 import type { ChangeRequest, ChangeRequestStatus } from "../../protocol/change-request.ts";
 import { iso } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
+import type { MergeIntent } from "./merge-intents.ts";
 
 type Row = Omit<ChangeRequest, "merged_at" | "closed_at" | "created_at" | "updated_at"> & {
   merged_at: Date | null;
@@ -43,6 +44,30 @@ const CACHED_CRS = 10_000;
 const CACHED_CR_MS = 60_000;
 
 export type MergeRecord = { mergedBy: string; mergeCommitSha: string; baseSha: string; headSha: string };
+
+export type NewMergeIntent = Omit<MergeIntent, "intent_id" | "created_at">;
+
+const INTENT_COLUMNS = `cr_id, intent_id, project_id, base_ref, target_sha, base_sha, head_sha, merged_by, instance_id,
+  created_at`;
+
+/** `mergedAt`: when the merge ran, if not now (a repair records the intent's time). */
+const MARK_MERGED = `update change_requests set status = 'merged', merged_at = coalesce($6::timestamptz, now()),
+    merged_by = $2, merge_commit_sha = $3, base_commit_sha = $4, head_commit_sha = $5, updated_at = now()
+  where cr_id = $1 and status = 'open' returning ${COLUMNS}`;
+const markMergedParams = (crId: string, m: MergeRecord, mergedAt: Date | null = null) => [
+  crId,
+  m.mergedBy,
+  m.mergeCommitSha,
+  m.baseSha,
+  m.headSha,
+  mergedAt,
+];
+const recordOf = (intent: MergeIntent): MergeRecord => ({
+  mergedBy: intent.merged_by,
+  mergeCommitSha: intent.target_sha,
+  baseSha: intent.base_sha,
+  headSha: intent.head_sha,
+});
 
 export function createChangeRequestStore(sql: Sql) {
   const one = async (text: string, params: unknown[]) => {
@@ -150,12 +175,26 @@ export function createChangeRequestStore(sql: Sql) {
         [crId, title ?? null, description ?? null],
       ),
 
-    close: (crId: string, userId: string) =>
-      one(
-        `update change_requests set status = 'closed', closed_at = now(), closed_by = $2, updated_at = now()
-         where cr_id = $1 and status = 'open' returning ${COLUMNS}`,
-        [crId, userId],
-      ),
+    /**
+     * Closes an open CR that no merge is moving into its base (`merging` otherwise). The CR row's lock orders this
+     * against `beginMerge`: one of the two sees the other's outcome.
+     */
+    close: (crId: string, userId: string): Promise<ChangeRequest | "merging" | undefined> =>
+      sql.transaction(async (tx) => {
+        const [cr] = await tx.query<{ status: string }>(
+          "select status from change_requests where cr_id = $1 for update",
+          [crId],
+        );
+        if (cr?.status !== "open") return undefined;
+        const [intent] = await tx.query("select 1 from cr_merge_intents where cr_id = $1", [crId]);
+        if (intent) return "merging";
+        const [row] = await tx.query<Row>(
+          `update change_requests set status = 'closed', closed_at = now(), closed_by = $2, updated_at = now()
+           where cr_id = $1 and status = 'open' returning ${COLUMNS}`,
+          [crId, userId],
+        );
+        return row && toCr(row);
+      }),
 
     reopen: (crId: string) =>
       one(
@@ -164,13 +203,90 @@ export function createChangeRequestStore(sql: Sql) {
         [crId],
       ),
 
-    markMerged: (crId: string, m: MergeRecord) =>
-      one(
-        `update change_requests set status = 'merged', merged_at = now(), merged_by = $2, merge_commit_sha = $3,
-           base_commit_sha = $4, head_commit_sha = $5, updated_at = now()
-         where cr_id = $1 and status = 'open' returning ${COLUMNS}`,
-        [crId, m.mergedBy, m.mergeCommitSha, m.baseSha, m.headSha],
-      ),
+    /** Records a merge that moved no branch (everything on head was on base already). */
+    markMerged: (crId: string, m: MergeRecord) => one(MARK_MERGED, markMergedParams(crId, m)),
+
+    /**
+     * The intent of a merge about to move the base branch, written only while the CR is open (under its row's lock,
+     * as `close` takes it) and no other intent is there: `existing` is the one that is, `not-open` a CR merged or
+     * closed meanwhile.
+     */
+    beginMerge: (intent: NewMergeIntent): Promise<MergeIntent | { existing: MergeIntent } | "not-open"> =>
+      sql.transaction(async (tx) => {
+        const [cr] = await tx.query<{ status: string }>(
+          "select status from change_requests where cr_id = $1 for update",
+          [intent.cr_id],
+        );
+        if (cr?.status !== "open") return "not-open";
+        const [written] = await tx.query<MergeIntent>(
+          `insert into cr_merge_intents (cr_id, project_id, base_ref, target_sha, base_sha, head_sha, merged_by,
+             instance_id) values ($1, $2, $3, $4, $5, $6, $7, $8)
+           on conflict (cr_id) do nothing returning ${INTENT_COLUMNS}`,
+          [
+            intent.cr_id,
+            intent.project_id,
+            intent.base_ref,
+            intent.target_sha,
+            intent.base_sha,
+            intent.head_sha,
+            intent.merged_by,
+            intent.instance_id,
+          ],
+        );
+        if (written) return written;
+        const [existing] = await tx.query<MergeIntent>(
+          `select ${INTENT_COLUMNS} from cr_merge_intents where cr_id = $1`,
+          [intent.cr_id],
+        );
+        return existing ? { existing } : "not-open";
+      }),
+
+    /**
+     * The base branch moved to the intent's target: the CR is merged and the intent gone, in one transaction. Like
+     * every transaction here that touches both, it takes the CR row first, then the intent: never a deadlock.
+     */
+    finishMerge: (intent: MergeIntent) =>
+      sql.transaction(async (tx) => {
+        const [row] = await tx.query<Row>(MARK_MERGED, markMergedParams(intent.cr_id, recordOf(intent)));
+        await tx.query("delete from cr_merge_intents where cr_id = $1 and intent_id = $2", [
+          intent.cr_id,
+          intent.intent_id,
+        ]);
+        return row && toCr(row);
+      }),
+
+    /**
+     * A repair's `record`: the CR becomes merged exactly as the intent says, at the intent's time, if this call is
+     * the one that removes the intent (another settlement of the same intent changes nothing).
+     */
+    settleMerged: (intent: MergeIntent) =>
+      sql.transaction(async (tx) => {
+        await tx.query("select 1 from change_requests where cr_id = $1 for update", [intent.cr_id]);
+        const gone = await tx.query("delete from cr_merge_intents where cr_id = $1 and intent_id = $2 returning 1", [
+          intent.cr_id,
+          intent.intent_id,
+        ]);
+        if (gone.length === 0) return undefined;
+        const [row] = await tx.query<Row>(
+          MARK_MERGED,
+          markMergedParams(intent.cr_id, recordOf(intent), intent.created_at),
+        );
+        return row && toCr(row);
+      }),
+
+    /** Removes this intent (a move that failed, or a repair's `drop`); a newer intent of the CR stays. */
+    async dropIntent(intent: MergeIntent): Promise<void> {
+      await sql.query("delete from cr_merge_intents where cr_id = $1 and intent_id = $2", [
+        intent.cr_id,
+        intent.intent_id,
+      ]);
+    },
+
+    intentOf: async (crId: string): Promise<MergeIntent | undefined> =>
+      (await sql.query<MergeIntent>(`select ${INTENT_COLUMNS} from cr_merge_intents where cr_id = $1`, [crId]))[0],
+
+    /** Every intent: the repair's one query when nothing needs it (a table nearly always empty). */
+    intents: () => sql.query<MergeIntent>(`select ${INTENT_COLUMNS} from cr_merge_intents order by created_at`),
   };
 }
 

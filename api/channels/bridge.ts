@@ -4,6 +4,7 @@ import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
 import type { Project } from "../../protocol/project.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { ApiError } from "../errors.ts";
+import type { Events } from "../events.ts";
 import type { ProjectStore } from "../projects/store.ts";
 import type { SessionService } from "../sessions/service.ts";
 import type { TurnOutcome } from "./session-turn.ts";
@@ -18,6 +19,8 @@ export type ChannelBridgeDeps = {
   sessions: SessionService | undefined;
   /** One message to a session's agent, waited for until its run ends. */
   runTurn: (project: Project, sessionId: string, text: string) => Promise<TurnOutcome>;
+  /** `change-request.changed`: a CR a session opened, and its fate, are posted to the session's threads. */
+  events: Events;
   publicUrl: () => string;
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
@@ -135,24 +138,20 @@ export function createChannelBridge(deps: ChannelBridgeDeps) {
       deps.log(`channels: ${what} failed`, { error: err instanceof ApiError ? err.message : String(err) }),
     );
 
+  /** What the session's threads read about one of its CRs. */
+  async function crLine(project: Project, cr: ChangeRequest, change: "created" | "merged" | "closed") {
+    if (change === "created")
+      return `Opened CR #${cr.number}: ${cr.title} — ${dashboard(`${project.id}/crs/${cr.number}`)}`;
+    return `CR #${cr.number} ${change} by ${await personName(change === "merged" ? cr.merged_by : cr.closed_by)}`;
+  }
+
+  deps.events.on("change-request.changed", ({ project, cr, change }) =>
+    background("CR post", async () => toSessionThreads(cr, await crLine(project, cr, change))),
+  );
+
   return {
     /** An accepted, first-seen Events API callback. */
     handleSlackEvent: (envelope: EventCallback) => background("event", () => onMessage(envelope, envelope.event)),
-
-    crCreated: (project: Project, cr: ChangeRequest) =>
-      background("CR post", () =>
-        toSessionThreads(cr, `Opened CR #${cr.number}: ${cr.title} — ${dashboard(`${project.id}/crs/${cr.number}`)}`),
-      ),
-
-    crMerged: (_project: Project, cr: ChangeRequest) =>
-      background("CR post", async () =>
-        toSessionThreads(cr, `CR #${cr.number} merged by ${await personName(cr.merged_by)}`),
-      ),
-
-    crClosed: (_project: Project, cr: ChangeRequest) =>
-      background("CR post", async () =>
-        toSessionThreads(cr, `CR #${cr.number} closed by ${await personName(cr.closed_by)}`),
-      ),
   };
 }
 

@@ -1,6 +1,6 @@
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import { AgentEvent } from "../../protocol/daemon.ts";
 import type { Project } from "../../protocol/project.ts";
-import { createSseReader } from "../../protocol/sse.ts";
 import { ApiError } from "../errors.ts";
 import { sendMessage } from "../sessions/agent.ts";
 import type { SessionService } from "../sessions/service.ts";
@@ -69,14 +69,11 @@ function parseJson(text: string): unknown {
   }
 }
 
-async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<AgentEvent> {
-  const read = createSseReader();
-  const decoder = new TextDecoder();
-  for await (const chunk of body) {
-    for (const data of read(decoder.decode(chunk, { stream: true }))) {
-      const event = AgentEvent.safeParse(parseJson(data));
-      if (event.success) yield event.data;
-    }
+async function* readEvents(body: ReadableStream<BufferSource>): AsyncGenerator<AgentEvent> {
+  const messages = body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+  for await (const { data } of messages) {
+    const event = AgentEvent.safeParse(parseJson(data));
+    if (event.success) yield event.data;
   }
 }
 

@@ -1,14 +1,14 @@
 import { readFileSync } from "node:fs";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
 import { ApiError } from "../errors.ts";
+import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
+import { createPreviewLink } from "../previews/links.ts";
 import { abortRun, relayEvents, sendMessage } from "../sessions/agent.ts";
-import { createPreviewLink } from "../sessions/preview-links.ts";
 import { Params } from "../sessions/routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
 import { SESSION_CHAT_SCRIPT_PATH, sessionPage } from "./pages/session.ts";
@@ -79,10 +79,11 @@ export function sessionPages(deps: SessionAccessDeps, forward: Forwarder) {
         try {
           await sessionsOf(deps)[action](project, sessionId);
         } catch (err) {
-          if (!(err instanceof ApiError) || err.status !== 409) throw err;
+          // Refusals a person can act on (a conflict, the session cap) come back on the page, not as JSON.
+          if (!(err instanceof ApiError) || (err.status !== 409 && err.status !== 429)) throw err;
           const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
           const view = { project, session, refusal: err.message };
-          return reply.code(409).type(HTML).send(sessionPage(view, req.browserSession!.csrf));
+          return reply.code(err.status).type(HTML).send(sessionPage(view, req.browserSession!.csrf));
         }
         return reply.redirect(pagePath(project, sessionId), 303);
       });

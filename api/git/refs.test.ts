@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, renameSync, statSync, utimesSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createTipsCache } from "./refs.ts";
+import { createTipsCache, tipHolds } from "./refs.ts";
 
 const TTL_MS = 20;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -86,5 +86,17 @@ describe("the branch tips cache", () => {
     await readAfterTtl();
     repo.git("update-ref", "refs/heads/main", repo.two);
     expect((await readAfterTtl()).get("main")).toBe(repo.two);
+  });
+});
+
+describe("tipHolds", () => {
+  it("holds the tip itself and its ancestors, not a descendant, a stranger or a missing object", async () => {
+    const repo = bareRepo();
+    const stranger = repo.git("commit-tree", repo.git("hash-object", "-t", "tree", "-w", "--stdin"), "-m", "other");
+    expect(await tipHolds(repo.dir, repo.two, repo.two)).toBe(true);
+    expect(await tipHolds(repo.dir, repo.two, repo.one)).toBe(true);
+    expect(await tipHolds(repo.dir, repo.one, repo.two)).toBe(false);
+    expect(await tipHolds(repo.dir, repo.two, stranger)).toBe(false);
+    expect(await tipHolds(repo.dir, repo.two, "1".repeat(40))).toBe(false);
   });
 });

@@ -54,3 +54,15 @@ export function createTipsCache(options: { ttlMs: number }) {
 }
 
 export type TipsCache = ReturnType<typeof createTipsCache>;
+
+/**
+ * Whether the branch tip `tip` holds `sha`: equal to it or a descendant of it. False when `sha` is no commit of
+ * this repository (an external mirror cloned afresh lacks a merge commit that was never pushed).
+ */
+export async function tipHolds(dir: string, tip: string, sha: string): Promise<boolean> {
+  if (tip === sha) return true;
+  const present = await git(["cat-file", "-e", `${sha}^{commit}`], { dir, okCodes: [1, 128] });
+  if (present.exitCode !== 0) return false;
+  const { exitCode } = await git(["merge-base", "--is-ancestor", sha, tip], { dir, okCodes: [1] });
+  return exitCode === 0;
+}

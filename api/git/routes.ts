@@ -7,6 +7,7 @@ import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { type AuthDeps, authorizeProject, resolvePrincipal } from "../auth/authenticate.ts";
 import { ApiError } from "../errors.ts";
+import type { Events } from "../events.ts";
 import { redactRepoUrl } from "../projects/routes.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
 import type { CloneCredentials } from "./clone-credentials.ts";
@@ -23,8 +24,8 @@ export type GitRouteDeps = AuthDeps & {
   cloneCredentials: CloneCredentials;
   reposDir: string;
   hooksDir: string;
-  /** Told after a push to a managed repository was received (a person may have moved the default branch). */
-  onPushed?: (projectId: string) => void;
+  /** `repo.pushed` after a push to a managed repository was received (it may have moved the default branch). */
+  events: Events;
   publicUrl: () => string;
   /** The largest push accepted, in MB (SVC_GIT_MAX_PUSH_MB): a bigger one is refused before any ref moves. */
   maxPushMb: number;
@@ -198,7 +199,7 @@ export function gitRoutes(deps: GitRouteDeps) {
         );
         if (rest === "git-receive-pack") {
           deps.repos.invalidate(project);
-          if (exitCode === 0) deps.onPushed?.(project.id);
+          if (exitCode === 0) deps.events.emit("repo.pushed", { projectId: project.id });
         }
       },
     });

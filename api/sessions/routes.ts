@@ -1,11 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { CreatePreviewBody } from "../../protocol/preview.ts";
-import { CreateSessionBody, Session } from "../../protocol/session.ts";
+import { CreateSessionBody, SESSION_WAIT_DEFAULT_S, Session, SessionWaitQuery } from "../../protocol/session.ts";
 import { actingUserId, authorizeProject, forbidSessionToken } from "../auth/authenticate.ts";
 import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
-import { createPreviewLink } from "./preview-links.ts";
+import { createPreviewLink } from "../previews/links.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
 import type { SessionRecord } from "./store.ts";
 
@@ -20,6 +20,10 @@ const present = (s: SessionRecord) => Session.parse(s);
 export function sessionRoutes(deps: SessionAccessDeps) {
   const service = () => sessionsOf(deps);
   return async (app: FastifyInstance) => {
+    // A closing server answers its waiting reads at once (their sessions as they are) rather than hold its close up.
+    const closing = new AbortController();
+    app.addHook("preClose", async () => closing.abort());
+
     app.post(BASE, async (req, reply) => {
       forbidSessionToken(req.principal!, "start sessions");
       const body = parseInput(CreateSessionBody, req.body ?? {}, "body");
@@ -49,9 +53,28 @@ export function sessionRoutes(deps: SessionAccessDeps) {
       return { sessions: sessions.filter((s) => own === undefined || s.session_id === own).map(present) };
     });
 
-    app.get(`${BASE}/:sessionId`, async (req) => {
+    /** `?wait_for=running`: a long poll that answers when the session has started (protocol/session.ts). */
+    app.get(`${BASE}/:sessionId`, async (req, reply) => {
       const { sessionId } = parseInput(Params, req.params, "params");
-      return present(await service().get(req.project!, sessionId));
+      const query = parseInput(SessionWaitQuery, req.query, "query");
+      if (!query.wait_for) return present(await service().get(req.project!, sessionId));
+      // Ends with the client's connection too: nobody would read the answer.
+      const stop = new AbortController();
+      const abort = () => stop.abort();
+      reply.raw.once("close", abort);
+      closing.signal.addEventListener("abort", abort, { once: true });
+      try {
+        const session = await service().waitStarted(req.project!, sessionId, {
+          timeoutMs: (query.timeout_s ?? SESSION_WAIT_DEFAULT_S) * 1000,
+          progress: query.progress,
+          signal: stop.signal,
+        });
+        // The server stops only once this connection ends: it must not be kept alive for a next request.
+        if (closing.signal.aborted) reply.header("connection", "close");
+        return present(session);
+      } finally {
+        closing.signal.removeEventListener("abort", abort);
+      }
     });
 
     app.post(`${BASE}/:sessionId/stop`, async (req) => {

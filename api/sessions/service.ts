@@ -2,8 +2,9 @@ import type { SandboxRecord } from "../../orchestrator/ports.ts";
 import type { Provisioner } from "../../orchestrator/provisioning/provisioner.ts";
 import type { ExecRequest, SandboxAccess } from "../../orchestrator/sandbox/access.ts";
 import type { Project } from "../../protocol/project.ts";
-import type { CreateSessionBody } from "../../protocol/session.ts";
+import { type CreateSessionBody, STARTING_STATUSES } from "../../protocol/session.ts";
 import { apiError } from "../errors.ts";
+import type { Events } from "../events.ts";
 import { refuseDefaultBranchLookalike } from "../git/branch-names.ts";
 import type { Cipher } from "../secrets/cipher.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
@@ -33,6 +34,8 @@ export type SessionServiceDeps = {
    * is replaced: the provisioner drops an entry then (this process), the TTL bounds it across processes.
    */
   sandboxTargets: ReturnType<typeof createTtlCache<string, SandboxTarget>>;
+  /** `session.changed` (the store emits it) wakes the requests that wait for a session to start. */
+  events: Events;
 };
 
 export const SANDBOX_SERVICE_KEY_CONTEXT = "sandbox-service-key";
@@ -40,6 +43,21 @@ export const SANDBOX_SERVICE_KEY_CONTEXT = "sandbox-service-key";
 /** The user-facing session lifecycle: create within the account's cap, read, stop, restart, remove. */
 export function createSessionService(deps: SessionServiceDeps) {
   const { store, provisioner, settings } = deps;
+
+  /**
+   * A start the account's cap refuses (SVC_SESSION_CAP, the stack's setting; no account has a plan of its own):
+   * whichever way the sandbox would have started, the same 429 with the cap, who sets it and what frees a slot.
+   */
+  function capReached(current: number) {
+    const cap = settings.sessionCap;
+    return apiError(
+      "SESSION_CAP_REACHED",
+      `session cap reached: this account may run ${cap} sessions at once (set by SVC_SESSION_CAP) and ${current} ` +
+        "are starting or running; stop or delete one ('svc sessions stop <id>' or 'svc sessions rm <id>'), " +
+        "or raise SVC_SESSION_CAP, then try again",
+      { limit: cap, current },
+    );
+  }
 
   async function load(project: Project, sessionId: string): Promise<SessionRecord> {
     const session = await store.get(project.id, sessionId);
@@ -109,10 +127,7 @@ export function createSessionService(deps: SessionServiceDeps) {
         });
       if ("current" in created) {
         if (pooled) provisioner.releasePooled(pooled);
-        throw apiError("SESSION_CAP_REACHED", `this account may run ${settings.sessionCap} sessions at once`, {
-          limit: settings.sessionCap,
-          current: created.current,
-        });
+        throw capReached(created.current);
       }
       void provisioner.provision(project, created.session, { cutBranch: true });
       return created.session;
@@ -121,6 +136,51 @@ export function createSessionService(deps: SessionServiceDeps) {
     list: (project: Project) => store.list(project.id),
 
     get: load,
+
+    /**
+     * The session once it is no longer starting (STARTING_STATUSES) or, with `progress`, once its progress line is
+     * another one (empty: none); else as it is when `timeoutMs` have passed or `signal` aborts. Woken by
+     * `session.changed`, it reads the row once more per change, never on a timer.
+     */
+    async waitStarted(
+      project: Project,
+      sessionId: string,
+      options: { timeoutMs: number; progress?: string; signal: AbortSignal },
+    ): Promise<SessionRecord> {
+      const { timeoutMs, progress, signal } = options;
+      const deadline = Date.now() + timeoutMs;
+      let changed = false;
+      let wake = () => {};
+      // Subscribed before the first read: a change between the read and the wait is never missed.
+      const off = deps.events.on("session.changed", (e) => {
+        if (e.sessionId !== sessionId) return;
+        changed = true;
+        wake();
+      });
+      try {
+        for (;;) {
+          changed = false;
+          const session = await load(project, sessionId);
+          const started = !STARTING_STATUSES.includes(session.status);
+          const moved = progress !== undefined && (session.progress ?? "") !== progress;
+          if (started || moved || signal.aborted || Date.now() >= deadline) return session;
+          if (changed) continue;
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(done, deadline - Date.now());
+            signal.addEventListener("abort", done, { once: true });
+            wake = done;
+            function done() {
+              clearTimeout(timer);
+              signal.removeEventListener("abort", done);
+              wake = () => {};
+              resolve();
+            }
+          });
+        }
+      } finally {
+        off();
+      }
+    },
 
     projectOf: (sessionId: string) => store.projectOf(sessionId),
 
@@ -147,18 +207,29 @@ export function createSessionService(deps: SessionServiceDeps) {
       return (await store.get(project.id, sessionId))!;
     },
 
-    /** Re-provision in place: same branch, fresh sandbox, fresh project token (the old one stops working). */
+    /**
+     * Re-provision in place: same branch, fresh sandbox, fresh project token (the old one stops working). Also what
+     * wakes a stopped (hibernated) or failed session, so it takes a slot of the cap as a create does: the cap is
+     * checked, and the session moved to `provisioning`, in one transaction before any sandbox is touched; a refusal
+     * leaves the session and its sandbox as they were.
+     */
     async restart(project: Project, sessionId: string): Promise<SessionRecord> {
       const session = await load(project, sessionId);
-      await provisioner.stopSandboxOf(session.session_id);
-      await store.transition(session.session_id, ["provisioning", "running", "stopped", "failed"], "provisioning", {
-        error: null,
-        sandboxUrl: null,
+      const moved = await store.restartWithinCap({
+        sessionId: session.session_id,
+        accountId: session.account_id,
+        from: ["provisioning", "running", "stopped", "failed"],
+        cap: settings.sessionCap,
         provisioner: deps.instanceId,
       });
-      const fresh = (await store.get(project.id, sessionId))!;
-      void provisioner.provision(project, fresh, { cutBranch: false });
-      return fresh;
+      if (moved === undefined) {
+        const now = await load(project, sessionId);
+        throw apiError("CONFLICT", `session ${now.session_id} is ${now.status} and cannot be restarted`);
+      }
+      if ("current" in moved) throw capReached(moved.current);
+      await provisioner.stopSandboxOf(session.session_id);
+      void provisioner.provision(project, moved.session, { cutBranch: false });
+      return moved.session;
     },
 
     async remove(project: Project, sessionId: string): Promise<void> {

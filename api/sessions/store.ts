@@ -2,6 +2,7 @@ import type { SandboxRecord, SandboxRecords } from "../../orchestrator/ports.ts"
 import type { SandboxStatus, Session, SessionStatus } from "../../protocol/session.ts";
 import { iso } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
+import type { Events } from "../events.ts";
 
 type SessionRow = Omit<Session, "created_at" | "updated_at"> & {
   account_id: string;
@@ -24,8 +25,36 @@ const toSession = (r: SessionRow): SessionRecord => ({
 /** Sessions that hold a slot of the account's concurrent-session cap. */
 const LIVE_STATUSES: SessionStatus[] = ["provisioning", "running"];
 
-/** Session and sandbox rows; the sandbox half is what the orchestrator's provisioner reads and writes. */
-export function createSessionStore(sql: Sql) {
+/**
+ * The session cap, the one copy of its rule, inside the caller's transaction: locks the account's row, so that one
+ * account's starts (creates, restarts, wakes, trigger firings; in this API process or any other on the database)
+ * queue here and two of them never both take the last slot, then counts the account's live sessions other than
+ * `except` (a session restarted in place keeps its own slot). `current` when the cap leaves no room, else undefined.
+ * The lock is held until the caller's transaction ends, so its insert or update lands before the next start counts.
+ */
+async function capReached(tx: Sql, accountId: string, cap: number, except?: string): Promise<number | undefined> {
+  await tx.query("select id from accounts where id = $1 for update", [accountId]);
+  const [count] = await tx.query<{ n: number }>(
+    `select count(*)::int as n from project_sessions
+     where account_id = $1 and status = any($2::text[]) and session_id is distinct from $3::text`,
+    [accountId, LIVE_STATUSES, except ?? null],
+  );
+  return count!.n >= cap ? count!.n : undefined;
+}
+
+/**
+ * Session and sandbox rows; the sandbox half is what the orchestrator's provisioner reads and writes. Every write of
+ * a session's status or progress, whoever makes it (routes, provisioner, reconciler, sweeper), emits
+ * `session.changed`.
+ */
+export function createSessionStore(sql: Sql, events: Events) {
+  const changed = (row: Pick<SessionRecord, "project_id" | "session_id" | "status" | "progress">) =>
+    events.emit("session.changed", {
+      projectId: row.project_id,
+      sessionId: row.session_id,
+      status: row.status,
+      progress: row.progress ?? null,
+    });
   const store = {
     /** Inserts a `provisioning` session unless the account already has `cap` live ones (checked atomically). */
     async createWithinCap(input: {
@@ -44,14 +73,9 @@ export function createSessionStore(sql: Sql) {
       /** The id a warm-pool sandbox was made for (its labels and branch name carry it); else a new one. */
       sessionId?: string;
     }): Promise<{ session: SessionRecord } | { current: number }> {
-      return sql.transaction(async (tx) => {
-        // One account's creates queue here, so two of them can never both take the last slot.
-        await tx.query("select id from accounts where id = $1 for update", [input.accountId]);
-        const [count] = await tx.query<{ n: number }>(
-          "select count(*)::int as n from project_sessions where account_id = $1 and status = any($2::text[])",
-          [input.accountId, LIVE_STATUSES],
-        );
-        if (count!.n >= input.cap) return { current: count!.n };
+      const created = await sql.transaction<{ session: SessionRecord } | { current: number }>(async (tx) => {
+        const current = await capReached(tx, input.accountId, input.cap);
+        if (current !== undefined) return { current };
         const [row] = await tx.query<SessionRow>(
           `insert into project_sessions (session_id, account_id, project_id, status, branch, base_ref, agent_name, agent_model,
              initial_prompt, created_by, provisioner, trigger_slug)
@@ -71,6 +95,38 @@ export function createSessionStore(sql: Sql) {
         );
         return { session: toSession(row!) };
       });
+      // Once committed: a listener that reads the row finds it.
+      if ("session" in created) changed(created.session);
+      return created;
+    },
+
+    /**
+     * Moves a session back to `provisioning` (a restart, a stopped session woken) if it is still in one of `from`
+     * and the account's cap has room for it: the check and the update in one transaction, under the rule and the
+     * lock createWithinCap takes. `current` when the cap refuses (nothing changed), undefined when the session is
+     * gone or in none of `from`.
+     */
+    async restartWithinCap(input: {
+      sessionId: string;
+      accountId: string;
+      from: SessionStatus[];
+      cap: number;
+      /** The API process that provisions it (cluster.ts). */
+      provisioner: string;
+    }): Promise<{ session: SessionRecord } | { current: number } | undefined> {
+      const moved = await sql.transaction<{ session: SessionRecord } | { current: number } | undefined>(async (tx) => {
+        const current = await capReached(tx, input.accountId, input.cap, input.sessionId);
+        if (current !== undefined) return { current };
+        const [row] = await tx.query<SessionRow>(
+          `update project_sessions set status = 'provisioning', progress = null, error = null, sandbox_url = null,
+             provisioner = $4, updated_at = now()
+           where session_id = $1 and account_id = $2 and status = any($3::text[]) returning ${SESSION_COLUMNS}`,
+          [input.sessionId, input.accountId, input.from, input.provisioner],
+        );
+        return row && { session: toSession(row) };
+      });
+      if (moved && "session" in moved) changed(moved.session);
+      return moved;
     },
 
     async get(projectId: string, sessionId: string): Promise<SessionRecord | undefined> {
@@ -105,11 +161,11 @@ export function createSessionStore(sql: Sql) {
       to: SessionStatus,
       fields: { error?: string | null; sandboxUrl?: string | null; provisioner?: string } = {},
     ) {
-      const rows = await sql.query(
+      const rows = await sql.query<{ project_id: string; session_id: string; status: SessionStatus }>(
         `update project_sessions set status = $3, progress = null, error = case when $6 then $4 else error end,
            sandbox_url = case when $7 then $5 else sandbox_url end, provisioner = coalesce($8, provisioner),
            updated_at = now()
-         where session_id = $1 and status = any($2::text[]) returning session_id`,
+         where session_id = $1 and status = any($2::text[]) returning project_id, session_id, status`,
         [
           sessionId,
           from,
@@ -121,14 +177,17 @@ export function createSessionStore(sql: Sql) {
           fields.provisioner ?? null,
         ],
       );
+      for (const row of rows) changed({ ...row, progress: null });
       return rows.length > 0;
     },
 
     async setProgress(sessionId: string, progress: string): Promise<void> {
-      await sql.query("update project_sessions set progress = $2 where session_id = $1 and status = 'provisioning'", [
-        sessionId,
-        progress,
-      ]);
+      const rows = await sql.query<{ project_id: string }>(
+        "update project_sessions set progress = $2 where session_id = $1 and status = 'provisioning' returning project_id",
+        [sessionId, progress],
+      );
+      for (const row of rows)
+        changed({ project_id: row.project_id, session_id: sessionId, status: "provisioning", progress });
     },
 
     async provisioningSessions(): Promise<{ session_id: string; provisioner: string | null }[]> {

@@ -77,7 +77,8 @@ export function sessionsCommand(): Command {
     const health = await ctx.client.request("GET", "/health", ApiHealth);
     if (health.model_configured === false)
       warn(`no model is configured: the agent cannot answer until one is; run '${MODEL_SETUP_COMMAND}'`);
-    if (o.wait) s = await waitUntilRunning(s, () => ctx.client.request("GET", path(`/${s.session_id}`), Session));
+    if (o.wait)
+      s = await waitUntilRunning(s, (query) => ctx.client.request("GET", path(`/${s.session_id}`), Session, { query }));
     if (o.json) printJson(s);
     else printLine(s.session_id);
     if (s.status === "failed") throw new CliError(`session ${s.session_id} failed: ${s.error}`);

@@ -32,7 +32,7 @@ export type ProvisionerSettings = {
   hostAlias: string;
   provisionTimeoutMs: number;
   limits: { memoryBytes: number; nanoCpus: number; pids: number };
-  llm: { baseUrl?: string; apiKey?: string; model?: string };
+  llm: { baseUrl?: string; apiKey?: string; model?: string; timeoutS?: number };
   /** The agent a session gets when it names none: the one pooled sandboxes are made for. */
   defaultAgent: string;
   /** Warm sandboxes kept per project with recent sessions (SVC_POOL_SIZE); 0 or absent: none. */

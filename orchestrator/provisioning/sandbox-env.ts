@@ -12,7 +12,8 @@ export type SandboxEnvInput = {
   cliToken: string;
   secrets: Record<string, string>;
   secretsRevision: number;
-  llm: { baseUrl?: string; apiKey?: string; model?: string };
+  /** `timeoutS`: seconds the gateway may send nothing before a turn fails (SVC_MODEL_TIMEOUT_S). */
+  llm: { baseUrl?: string; apiKey?: string; model?: string; timeoutS?: number };
   /** The egress proxy's URL, for a sandbox whose only way out it is (egressProxyUrl). */
   proxy?: string;
 };
@@ -63,6 +64,7 @@ export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
   if (input.llm.baseUrl) {
     env[SandboxEnv.llmBaseUrl] = input.llm.baseUrl;
     env[SandboxEnv.gatewayUrl] = input.llm.baseUrl;
+    if (input.llm.timeoutS !== undefined) env[SandboxEnv.modelTimeout] = String(input.llm.timeoutS);
     if (input.llm.apiKey) {
       env[SandboxEnv.llmApiKey] = input.llm.apiKey;
       env[SandboxEnv.gatewayApiKey] = input.llm.apiKey;

@@ -7,6 +7,7 @@ import { benchMergePreview } from "./merge-preview.ts";
 import { benchPreviewAlone } from "./preview.ts";
 import { benchSessionStart } from "./sandbox.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
+import { benchCliSessions } from "./session-cli.ts";
 
 const lines: string[] = [];
 let ok = true;
@@ -16,6 +17,13 @@ if (process.argv[2] === "preview") {
   const preview = await benchPreviewAlone();
   console.log(`\n${preview.line}`);
   process.exit(preview.ok ? 0 : 1);
+}
+
+// `npm run bench -- cli-sessions`: only `svc sessions new` against `docker run`, spaced and in a burst.
+if (process.argv[2] === "cli-sessions") {
+  const cliSessions = await benchCliSessions();
+  console.log(`\n${cliSessions.lines.join("\n")}`);
+  process.exit(cliSessions.ok ? 0 : 1);
 }
 
 // `npm run bench -- sessions`: only the session figures (create -> running, first answer, prompt -> CR, pool).
@@ -65,6 +73,9 @@ if (process.env.SVC_BENCH_SKIP_DOCKER !== "1") {
   const sandbox = await benchSessionStart();
   lines.push(...sandbox.lines);
   ok &&= sandbox.ok;
+  const cliSessions = await benchCliSessions();
+  lines.push(...cliSessions.lines);
+  ok &&= cliSessions.ok;
   const preview = await benchPreviewAlone();
   lines.push(preview.line);
   ok &&= preview.ok;

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { createSseReader } from "../../protocol/sse.ts";
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
 import { orchestratorFor, removeProjectContainers, requireDocker } from "../harness/docker.ts";
@@ -27,21 +27,18 @@ async function firstAnswer(apiUrl: string, sessionPath: string, token: string): 
     await events.text();
     await new Promise((r) => setTimeout(r, 50));
   }
-  const read = createSseReader();
-  const decoder = new TextDecoder();
+  const messages = events.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
   let conversation: string | undefined;
   try {
-    for await (const chunk of events.body as unknown as AsyncIterable<Uint8Array>) {
-      for (const data of read(decoder.decode(chunk, { stream: true }))) {
-        const event = JSON.parse(data) as { type: string; session?: string; message?: string };
-        if (event.type === "ready") {
-          const sent = await call(apiUrl, "POST", `${sessionPath}/messages`, { token, body: { text: "Say hello" } });
-          conversation = sent.body.conversation;
-        }
-        if (event.session !== conversation) continue;
-        if (event.type === "error") throw new Error(`the agent failed: ${event.message}`);
-        if (event.type === "idle") return;
+    for await (const { data } of messages) {
+      const event = JSON.parse(data) as { type: string; session?: string; message?: string };
+      if (event.type === "ready") {
+        const sent = await call(apiUrl, "POST", `${sessionPath}/messages`, { token, body: { text: "Say hello" } });
+        conversation = sent.body.conversation;
       }
+      if (event.session !== conversation) continue;
+      if (event.type === "error") throw new Error(`the agent failed: ${event.message}`);
+      if (event.type === "idle") return;
     }
   } finally {
     stop.abort();
@@ -54,7 +51,7 @@ type Runs = { starts: number[]; answers: number[]; toCr: number[] };
  * One API with the Docker orchestrator, a scripted model, a user and a project whose main holds one commit;
  * `poolSize` warm sandboxes per project (0: every session starts cold).
  */
-async function benchStack(poolSize: number) {
+export async function benchStack(poolSize: number) {
   const db = await freshDatabase("pglite");
   const port = await freePort();
   const llm = await startScriptedLlm([

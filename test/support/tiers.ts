@@ -24,6 +24,7 @@ export const API_TIER = [
   // Beside the code, but not unit: a database or a server on loopback.
   "api/db/sql.test.ts", // PGlite
   "api/egress/proxy.test.ts", // the proxy and its targets on loopback
+  "api/http/tunnel.test.ts", // the preview tunnel and its upstreams on loopback
   "daemon/server.test.ts", // the daemon's HTTP surface on loopback
   "daemon/warm-up-model.test.ts", // a model endpoint on loopback
   "test/api-auth.test.ts",
@@ -36,9 +37,12 @@ export const API_TIER = [
   "test/daemon-workspace.test.ts",
   "test/daemon.test.ts",
   "test/external-repos.test.ts",
+  "test/git-children.test.ts",
   "test/git-http.test.ts",
   "test/github-app.test.ts",
   "test/manifest.test.ts",
+  "test/merge-crash.test.ts", // API processes SIGKILLed mid-merge, on the PostgreSQL server
+  "test/model-stall.test.ts", // the daemon with the real opencode as local processes, a stalling gateway on loopback
   "test/secrets.test.ts",
   "test/security/bad-input.test.ts",
   "test/security/external-relay.test.ts",
@@ -48,6 +52,8 @@ export const API_TIER = [
   "test/security/tokens.test.ts",
   "test/served-install.test.ts", // the API process with SVC_ORCHESTRATOR=off
   "test/self-host-wizard.test.ts", // its stacks start with SVC_ORCHESTRATOR=off
+  "test/session-cap.test.ts", // two APIs on one database, a driver that records calls and starts no sandbox
+  "test/session-wait.test.ts", // the API with a session service over a driver that runs no sandbox
   "test/storage.test.ts",
   "test/triggers-external.test.ts",
 ];
@@ -81,6 +87,7 @@ export const DOCKER_TIER = [
   "test/sessions.test.ts",
   "test/triggers-cluster.test.ts",
   "test/triggers.test.ts",
+  "test/uninstall-cleanup.test.ts", // svc uninstall and self-host stop against the Docker engine
   "test/warm-pool.test.ts",
 ];
 

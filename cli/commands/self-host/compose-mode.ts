@@ -99,11 +99,16 @@ export async function stopCompose(paths: SelfHostPaths, state: SelfHostState): P
   return true;
 }
 
-/** Removes the stack's containers, network and volumes (its database and repositories): uninstall's, not stop's. */
-export async function removeComposeStack(paths: SelfHostPaths, state: SelfHostState): Promise<boolean> {
+/**
+ * Removes the stack's containers and network, and with `volumes` its volumes (its database and repositories):
+ * uninstall's, not stop's. Compose removes what its file declares, containers or not.
+ */
+export async function removeComposeStack(
+  paths: SelfHostPaths,
+  state: SelfHostState,
+  options: { volumes: boolean } = { volumes: true },
+): Promise<void> {
   const run = composeRun(paths, state);
-  if ((await serviceContainers(run.project)).length === 0) return false;
-  const result = await compose(run, ["down", "--volumes", "--remove-orphans"]);
+  const result = await compose(run, ["down", ...(options.volumes ? ["--volumes"] : []), "--remove-orphans"]);
   if (result.code !== 0) throw new CliError(`compose down failed:\n${result.output.trim()}`);
-  return true;
 }

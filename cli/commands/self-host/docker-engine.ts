@@ -10,19 +10,23 @@ function endpoint(): { socketPath: string } | { host: string; port: number } {
   return { socketPath: host?.startsWith("unix://") ? host.slice("unix://".length) : "/var/run/docker.sock" };
 }
 
-/** One GET to the engine's API: its status and body, or the reason it did not answer. */
-export function dockerGet(
-  path: string,
-  timeoutMs = 3000,
-): Promise<{ status: number; body: string } | { error: string }> {
+export type DockerAnswer = { status: number; body: string } | { error: string };
+
+/** One call to the engine's API (a JSON body when given): its status and body, or the reason it did not answer. */
+export function dockerCall(method: string, path: string, body?: unknown, timeoutMs = 3000): Promise<DockerAnswer> {
   return new Promise((resolve) => {
-    const req = request({ ...endpoint(), path, method: "GET", timeout: timeoutMs }, (res) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers = payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {};
+    const req = request({ ...endpoint(), path, method, headers, timeout: timeoutMs }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
     });
     req.on("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
     req.on("error", (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message }));
-    req.end();
+    req.end(payload);
   });
 }
+
+/** One GET to the engine's API: its status and body, or the reason it did not answer. */
+export const dockerGet = (path: string, timeoutMs = 3000) => dockerCall("GET", path, undefined, timeoutMs);

@@ -1,15 +1,10 @@
-import {
-  maskSetting,
-  nearestSetting,
-  STACK_SETTINGS,
-  type StackSetting,
-  stackSetting,
-} from "../../../protocol/stack-settings.ts";
+import { STACK_SETTINGS, type StackSetting, stackSetting } from "../../../protocol/stack-settings.ts";
 import { parsePair } from "../../dotenv.ts";
 import { usageError } from "../../errors.ts";
 import { info, printJson, warn } from "../../output.ts";
 import { printTable } from "../../table.ts";
 import { isAlive, readPid } from "./process.ts";
+import { maskSetting, nearestSetting } from "./settings.ts";
 import { ensureState, selfHostPaths, writeState } from "./state.ts";
 
 const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;

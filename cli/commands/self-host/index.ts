@@ -6,7 +6,7 @@ import { doctor } from "./doctor.ts";
 import { envList, envSet } from "./env.ts";
 import { selfHostLogs } from "./logs.ts";
 import { type StartOptions, type StartResult, startSelfHost } from "./start.ts";
-import { StackMode } from "./state.ts";
+import { readState, StackMode, selfHostPaths } from "./state.ts";
 import { printStatus } from "./status.ts";
 import { stopSelfHost } from "./stop.ts";
 import { configure } from "./wizard.ts";
@@ -76,7 +76,9 @@ export function selfHostCommand(): Command {
     });
   startOptions(selfHost.command("restart").description("stop and start the stack, applying 'env set' values")).action(
     async (opts: StartOptions & { json?: boolean }) => {
-      const stopped = await stopSelfHost();
+      // Into another mode: this one's sessions stop too (their sandboxes would wait for a stack that is not coming).
+      const from = readState(selfHostPaths())?.mode;
+      const stopped = await stopSelfHost({ sandboxes: Boolean(from && opts.mode && opts.mode !== from) });
       // A restart applies the settings as they are (`svc update` runs one): questions are for start and configure.
       const started = await startSelfHost({ ...opts, wizard: false });
       if (opts.json) printJson({ ...started, stopped_pid: stopped.pid });

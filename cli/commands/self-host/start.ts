@@ -9,9 +9,12 @@ import { composeProject } from "./compose.ts";
 import { startCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
 import { installHostFirewall } from "./host-firewall.ts";
+import { learnInstallation } from "./installation-objects.ts";
+import { leaveMode } from "./mode-switch.ts";
 import { callerEnv, clearPid, isAlive, readPid, spawnApi, tailFile } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
 import { ensureState, localOrigin, type SelfHostPaths, type StackMode, selfHostPaths, writeState } from "./state.ts";
+import { stopSelfHost } from "./stop.ts";
 import { firstStartWizard } from "./wizard.ts";
 
 const START_TIMEOUT_MS = 90_000;
@@ -51,12 +54,18 @@ async function waitHealthy(paths: SelfHostPaths, origin: string, pid: number): P
   throw new CliError(`the API did not become healthy within ${START_TIMEOUT_MS / 1000}s; see ${paths.apiLog}`);
 }
 
-export async function startSelfHost(options: StartOptions & { wizard?: boolean }): Promise<StartResult> {
+/**
+ * `leave`: on a change of mode, first stop what the other mode left running (see leaveMode); off for the start
+ * leaveMode itself makes.
+ */
+export async function startSelfHost(
+  options: StartOptions & { wizard?: boolean; leave?: boolean },
+): Promise<StartResult> {
   const paths = selfHostPaths();
   // The home holds the admin token, the secrets key and the data: its owner's alone, an existing one included.
   mkdirSync(paths.home, { recursive: true, mode: 0o700 });
   chmodSync(paths.home, 0o700);
-  const state = ensureState(paths);
+  let state = ensureState(paths);
   const current = await runningMode(paths);
   if (!current) await firstStartWizard(paths, state, options);
   if (current) {
@@ -76,6 +85,7 @@ export async function startSelfHost(options: StartOptions & { wizard?: boolean }
       // Put back when lost (iptables rules do not survive a reboot; the containers come back on their own).
       if (current === "compose") await installHostFirewall(composeProject(paths), state.env);
       await registerHost(origin, state.admin_token);
+      await learnInstallation(paths, state, current);
       info(`svc self-host is already running at ${origin} (${current} mode); nothing to do`);
       return { url: origin, mode: current, pid, port: state.port, listen: state.listen, already_running: true };
     }
@@ -91,6 +101,15 @@ export async function startSelfHost(options: StartOptions & { wizard?: boolean }
   };
   if (next.api_replicas > 1 && next.mode === "embedded") {
     throw new CliError("--api-replicas needs compose mode: add --mode compose");
+  }
+  if (next.mode !== state.mode && options.leave !== false) {
+    const left = state.mode;
+    await leaveMode(paths, left, {
+      start: () => startSelfHost({ mode: left, wizard: false, leave: false }),
+      stop: () => stopSelfHost({ sandboxes: true }),
+    });
+    // That start and stop wrote the state (the mode, the installation): read again, or this start would undo it.
+    state = ensureState(paths);
   }
   if (next.mode !== state.mode) {
     info(
@@ -135,6 +154,8 @@ export async function startSelfHost(options: StartOptions & { wizard?: boolean }
     await waitHealthy(paths, origin, pid);
   }
   await registerHost(origin, state.admin_token);
+  // Which installation the stack is: what stop, a change of mode and uninstall look for on the engine.
+  await learnInstallation(paths, state, state.mode);
   info(
     `✓ svc self-host running at ${origin} (${pid ? `pid ${pid}` : "compose mode"}); host 'selfhost' is active and logged in`,
   );

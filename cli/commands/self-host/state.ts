@@ -33,6 +33,14 @@ const SelfHostState = z.object({
   env: z.record(z.string(), z.string()).default({}),
   /** The credential wizard ran to its end once: later starts no longer ask. */
   wizard_done: z.boolean().default(false),
+  /**
+   * The installations this home's stacks have been (each mode's data is one; a restore makes a new one), as their APIs
+   * told them at start and stop: the id their containers, networks and volumes are labelled with, and the images
+   * their sessions and apps ran. What `stop`, a change of mode and `svc uninstall` look for on the engine.
+   */
+  installations: z
+    .array(z.object({ id: z.string().min(1), mode: StackMode, images: z.array(z.string()).default([]) }))
+    .default([]),
 });
 export type SelfHostState = z.infer<typeof SelfHostState>;
 
@@ -93,6 +101,7 @@ export function ensureState(paths: SelfHostPaths): SelfHostState {
     secrets_key: randomBytes(32).toString("base64"),
     env: {},
     wizard_done: false,
+    installations: [],
   };
   writeState(paths, state);
   return state;

@@ -3,9 +3,10 @@ import { createApiClient } from "../../api-client.ts";
 import { info, warn } from "../../output.ts";
 import { stopCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
+import { EngineUnavailable, installationIds, learnInstallation, removeIdleNetworks } from "./installation-objects.ts";
 import { clearPid, isAlive, readPid } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
-import { ensureState, localOrigin, type StackMode, selfHostPaths } from "./state.ts";
+import { ensureState, localOrigin, type SelfHostState, type StackMode, selfHostPaths } from "./state.ts";
 
 const GRACE_MS = 15_000;
 
@@ -14,7 +15,24 @@ export type StopResult = {
   mode: StackMode | null;
   pid: number | null;
   sessions_stopped: number;
+  /** The installation's sandbox networks removed: those no sandbox (nor app) of it is left on. */
+  networks_removed: string[];
 };
+
+/**
+ * Once nothing of this home runs: the sandbox networks of its installations that no container of theirs is on. A
+ * sandbox left running (adopted at the next start) keeps its network. Quiet when no engine answers: no sandbox either.
+ */
+async function removeNetworks(state: SelfHostState): Promise<string[]> {
+  try {
+    return await removeIdleNetworks(installationIds(state));
+  } catch (err) {
+    if (!(err instanceof EngineUnavailable)) warn(`the sandbox networks stay: ${(err as Error).message}`);
+    return [];
+  }
+}
+
+const plural = (n: number, one: string, many: string) => (n === 1 ? one : many);
 
 /**
  * Stops every live session of the stack, every account's, through its API while it still answers (sandbox removed,
@@ -47,11 +65,15 @@ export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promi
   if (!mode) {
     clearPid(paths);
     info("svc self-host is not running");
-    return { stopped: false, mode: null, pid: null, sessions_stopped: 0 };
+    const networks = await removeNetworks(state);
+    return { stopped: false, mode: null, pid: null, sessions_stopped: 0, networks_removed: networks };
   }
   let sessionsStopped = 0;
   const origin = localOrigin(state);
-  if (options.sandboxes && (await probeHealth(origin))) {
+  const answers = await probeHealth(origin);
+  // Which installation this is, for the networks below (a stack started by an older svc never said).
+  if (answers) await learnInstallation(paths, state, mode);
+  if (options.sandboxes && answers) {
     sessionsStopped = await stopSessions(origin, state.admin_token);
     info(`stopped ${sessionsStopped} running session${sessionsStopped === 1 ? "" : "s"} and their sandboxes`);
   } else if (options.sandboxes) {
@@ -61,6 +83,13 @@ export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promi
   if (pid) await stopProcess(pid);
   else await stopCompose(paths, state);
   clearPid(paths);
+  const networks = await removeNetworks(state);
   info(`✓ svc self-host stopped (${pid ? `pid ${pid}` : "compose services stopped; volumes kept"})`);
-  return { stopped: true, mode, pid, sessions_stopped: sessionsStopped };
+  if (networks.length > 0) {
+    info(
+      `  removed the sandbox ${plural(networks.length, "network", "networks")} ${networks.join(", ")} ` +
+        `(no sandbox left on ${plural(networks.length, "it", "them")})`,
+    );
+  }
+  return { stopped: true, mode, pid, sessions_stopped: sessionsStopped, networks_removed: networks };
 }

@@ -2,10 +2,11 @@
 import { createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { maskSetting, type StackSetting, stackSetting } from "../../../protocol/stack-settings.ts";
+import { type StackSetting, stackSetting } from "../../../protocol/stack-settings.ts";
 import { info } from "../../output.ts";
 import { settingProblem } from "./env.ts";
 import { ask, askSecret } from "./prompt.ts";
+import { maskSetting } from "./settings.ts";
 import { type SelfHostPaths, type SelfHostState, writeState } from "./state.ts";
 
 export type Answers = { paths: SelfHostPaths; state: SelfHostState };

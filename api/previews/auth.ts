@@ -3,8 +3,8 @@ import type { Project } from "../../protocol/project.ts";
 import { actingUserId, authorizeProject, bearer, checkSessionScope, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { isUuid } from "../projects/store.ts";
-import { PREVIEW_COOKIE, PREVIEW_PARAM, PreviewGrant, verifyPreviewGrant } from "./preview-grant.ts";
-import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
+import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
+import { PREVIEW_COOKIE, PREVIEW_PARAM, PreviewGrant, verifyPreviewGrant } from "./grant.ts";
 
 /** What a preview host names: `<port>-<session>.<preview domain>`. */
 export type PreviewPlace = { sessionId: string; port: number };

@@ -2,16 +2,16 @@ import { Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerRespo
 import type { Duplex } from "node:stream";
 import httpProxy from "http-proxy";
 import { z } from "zod";
-import type { Forwarder } from "../../protocol/http-forward.ts";
-import type { Admitted, TunnelHead } from "../../protocol/http-tunnel.ts";
 import { PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
 import { refuseUpgrade, writeError } from "../http/error-handler.ts";
-import { authorizePreview, type PreviewAccess, type PreviewPlace, splitCookies, splitUrl } from "./preview-auth.ts";
-import { PREVIEW_COOKIE } from "./preview-grant.ts";
-import { type DaemonAddress, daemonAddress, daemonRequest, previewHeaders } from "./preview-tunnel.ts";
-import type { SessionAccessDeps } from "./session-access.ts";
+import type { Forwarder } from "../http/forward.ts";
+import type { Admitted, TunnelHead } from "../http/tunnel.ts";
+import type { SessionAccessDeps } from "../sessions/session-access.ts";
+import { authorizePreview, type PreviewAccess, type PreviewPlace, splitCookies, splitUrl } from "./auth.ts";
+import { PREVIEW_COOKIE, PREVIEW_PARAM } from "./grant.ts";
+import { type DaemonAddress, daemonAddress, type PreviewRoute, previewRoute, routeRequest } from "./tunnel.ts";
 
 /** A signed context lives a minute: long enough for one request, useless if it leaks. */
 const CONTEXT_TTL_S = 60;
@@ -136,26 +136,88 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
     await forward(req, res, target, req.url!, { headers, setCookie, unreachable });
   }
 
+  /** Each tunnelled connection's route (tunnel.ts), reused while its requests carry the same host and credentials. */
+  const routes = new WeakMap<Socket, PreviewRoute>();
+
+  /** A route for the connection from its authorization; undefined for a daemon not on plain HTTP. */
+  function routeFor(
+    socket: Socket,
+    request: { host: string; authorization: string | undefined; cookie: string | undefined },
+    port: number,
+    authorized: Authorized,
+  ): PreviewRoute | undefined {
+    if (!authorized.daemon) return undefined;
+    const route = previewRoute(
+      request,
+      deps.previewDomain(),
+      authorized.at,
+      port,
+      authorized.daemon,
+      socket.remoteAddress ?? "",
+      authorized.context,
+    );
+    routes.set(socket, route);
+    return route;
+  }
+
   /**
-   * The tunnel's admission (preview-tunnel.ts): a preview request with a bearer token or a grant cookie, on the
+   * The tunnel's admission (tunnel.ts): a preview request with a bearer token or a grant cookie, on the
    * connection's authorization or a fresh one. A link's first visit (its grant in the query, answered with a
    * cookie), a daemon not on plain HTTP and anything refused are left to the full server, which answers as before.
+   * A connection's next requests with the same host and credentials take its route as it is, within
+   * CONNECTION_AUTH_MS of the authorization, as the full server's would.
    */
   function admit(head: TunnelHead, socket: Socket): Admitted | undefined | Promise<Admitted | undefined> {
-    const headers = previewHeaders(head);
-    if (!headers || (!headers.authorization && !headers.cookie)) return undefined;
+    let host: string | undefined;
+    let authorization: string | undefined;
+    let cookie: string | undefined;
+    for (const header of head.headers) {
+      // The credentials and routing headers, each at most once.
+      if (header.lower === "host") {
+        if (host !== undefined) return undefined;
+        host = header.value;
+      } else if (header.lower === "authorization") {
+        if (authorization !== undefined) return undefined;
+        authorization = header.value;
+      } else if (header.lower === "cookie") {
+        if (cookie !== undefined) return undefined;
+        cookie = header.value;
+      }
+    }
+    if (host === undefined || (!authorization && !cookie)) return undefined;
+    if (head.target.includes(`${PREVIEW_PARAM}=`) && splitUrl(head.target).grant !== undefined) return undefined;
+    const route = routes.get(socket);
+    if (
+      route &&
+      route.host === host &&
+      route.authorization === authorization &&
+      route.cookie === cookie &&
+      route.domain === deps.previewDomain() &&
+      Date.now() - route.at < CONNECTION_AUTH_MS
+    )
+      return routeRequest(head, route);
+    return admitAfresh(head, socket, { host, authorization, cookie });
+  }
+
+  /** The first request of a connection, or one whose host or credentials changed: placed and authorized again. */
+  function admitAfresh(
+    head: TunnelHead,
+    socket: Socket,
+    request: { host: string; authorization: string | undefined; cookie: string | undefined },
+  ): Admitted | undefined | Promise<Admitted | undefined> {
     let place: ReturnType<typeof placeOf>;
     try {
-      place = placeOf(head.target, headers.host);
+      place = placeOf(head.target, request.host);
     } catch {
       return undefined;
     }
     if (!place) return undefined;
-    const url = splitUrl(place.rest);
-    if (url.grant !== undefined) return undefined;
-    const path = `/proxy/${place.port}${url.path.startsWith("/") ? "" : "/"}${url.path}${url.query}`;
-    const toDaemon = (authorized: Authorized) =>
-      authorized.daemon && daemonRequest(head, socket.remoteAddress ?? "", authorized.daemon, path, authorized.context);
+    const { port } = place;
+    const headers = { host: request.host, authorization: request.authorization, cookie: request.cookie };
+    const toDaemon = (authorized: Authorized) => {
+      const route = routeFor(socket, request, port, authorized);
+      return route && routeRequest(head, route);
+    };
     const { cached } = cachedAuthorization(socket, headers, place);
     if (cached) return toDaemon(cached);
     return authorize(socket, headers, place, undefined).then(toDaemon);

@@ -1,7 +1,7 @@
 import type { PreviewLink } from "../../protocol/preview.ts";
 import type { Project } from "../../protocol/project.ts";
-import { PREVIEW_LINK_TTL_S, PREVIEW_PARAM, signPreviewGrant } from "./preview-grant.ts";
-import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
+import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
+import { PREVIEW_LINK_TTL_S, PREVIEW_PARAM, signPreviewGrant } from "./grant.ts";
 
 /** `<port>-<session>.<preview domain>` on the API's scheme and port: where a sandbox port is served. */
 export function previewOrigin(deps: SessionAccessDeps, sessionId: string, port: number): string {

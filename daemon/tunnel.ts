@@ -49,7 +49,7 @@ export type Admitted = { upstream: string; connect(): Socket; head: string };
 
 export type TunnelDeps = {
   /** The rewritten request, or undefined to leave it (and the connection from then on) to the full server. */
-  admit(head: TunnelHead, socket: Socket): Admitted | undefined | Promise<Admitted | undefined>;
+  admit(head: TunnelHead, socket: Socket): Admitted | undefined;
   /** The raw response for a client whose upstream could not be reached before it answered anything. */
   unreachable(err: Error, upstream: string): string;
   /** The full HTTP server's connection handler: everything the fast path does not take. */
@@ -57,15 +57,14 @@ export type TunnelDeps = {
 };
 
 /**
- * A proxy's fast path. A connection whose requests are all admitted becomes a tunnel to their upstream: each
- * request head is checked and rewritten by `admit`, bodies and every response byte are copied as they come, and
- * nothing is parsed on the way back, since HTTP/1.1 answers in order on the one upstream connection. This costs
- * a fraction of parsing and re-serializing each response.
+ * The daemon's proxy fast path. A connection whose requests are all admitted becomes a tunnel to their upstream:
+ * each request head is checked and rewritten by `admit`, bodies and every response byte are copied as they come,
+ * and nothing is parsed on the way back, since HTTP/1.1 answers in order on the one upstream connection. This
+ * costs a fraction of parsing and re-serializing each response.
  *
  * When a request is not admitted, or wants another upstream, the upstream connection is half-closed and drained
  * first, so every earlier response reaches the client before anything else is written; then the connection
- * continues on a new tunnel or on the full HTTP server (`fallback`) from that request on. An `admit` that has to
- * wait (a lookup) holds the connection's reading until it answers; a failed one counts as not admitted.
+ * continues on a new tunnel or on the full HTTP server (`fallback`) from that request on.
  */
 export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
   let pending: Buffer = Buffer.alloc(0);
@@ -74,7 +73,6 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
   let upstreamKey = "";
   let upstreamAnswered = false;
   let switching = false;
-  let admitting = false;
   let clientEnded = false;
 
   const firstHeadTimer = setTimeout(() => socket.destroy(), FIRST_HEAD_TIMEOUT_MS);
@@ -90,7 +88,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
       if (!socket.write(chunk)) up.pause();
     });
     up.on("drain", () => {
-      if (!switching && !admitting) socket.resume();
+      if (!switching) socket.resume();
     });
     up.on("error", (err) => {
       if (up !== upstream) return;
@@ -105,7 +103,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
         switching = false;
         socket.resume();
         pump();
-      } else if (!admitting) socket.end();
+      } else socket.end();
     });
     return up;
   }
@@ -143,22 +141,8 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
     else handOff();
   }
 
-  /** Sends an admitted request's head on; false when it left the tunnel instead. */
-  function send(head: TunnelHead, admitted: Admitted | undefined, headLength: number): boolean {
-    if (!admitted || (upstream && admitted.upstream !== upstreamKey)) {
-      leaveTunnel();
-      return false;
-    }
-    clearTimeout(firstHeadTimer);
-    if (!upstream) upstream = openUpstream(admitted);
-    pending = pending.subarray(headLength);
-    bodyLeft = head.bodyLength;
-    if (!upstream.write(admitted.head, "latin1")) socket.pause();
-    return true;
-  }
-
   /** A throwing `admit` must not take the process down from a socket's event: it refuses, like any other no. */
-  function admitSafely(head: TunnelHead): ReturnType<TunnelDeps["admit"]> {
+  function admitSafely(head: TunnelHead): Admitted | undefined {
     try {
       return deps.admit(head, socket);
     } catch {
@@ -167,7 +151,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
   }
 
   function pump(): void {
-    while (!switching && !admitting) {
+    while (!switching) {
       if (bodyLeft > 0) {
         if (!pending.length) {
           awaitMore();
@@ -186,27 +170,16 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
         return;
       }
       const head = parseHead(pending.toString("latin1", 0, end));
-      if (!head) {
+      const admitted = head && admitSafely(head);
+      if (!head || !admitted || (upstream && admitted.upstream !== upstreamKey)) {
         leaveTunnel();
         return;
       }
-      const headLength = end + HEAD_END.length;
-      const admitted = admitSafely(head);
-      if (!(admitted instanceof Promise)) {
-        if (!send(head, admitted, headLength)) return;
-        continue;
-      }
-      admitting = true;
-      socket.pause();
-      admitted
-        .catch(() => undefined)
-        .then((result) => {
-          admitting = false;
-          if (socket.destroyed) return;
-          socket.resume();
-          if (send(head, result, headLength)) pump();
-        });
-      return;
+      clearTimeout(firstHeadTimer);
+      if (!upstream) upstream = openUpstream(admitted);
+      pending = pending.subarray(end + HEAD_END.length);
+      bodyLeft = head.bodyLength;
+      if (!upstream.write(admitted.head, "latin1")) socket.pause();
     }
   }
 

@@ -1,0 +1,252 @@
+import { connect, type Socket } from "node:net";
+
+/** Node's own limit on a request head; a longer one goes to the full HTTP server, which answers 431. */
+const MAX_HEAD = 16 * 1024;
+const HEAD_END = Buffer.from("\r\n\r\n");
+/** Like http.Server's headersTimeout: a client gets this long to send its first request head. */
+const FIRST_HEAD_TIMEOUT_MS = 60_000;
+const REQUEST_LINE = /^([A-Z]{1,20}) (\/[\x21-\x7e]*) HTTP\/1\.1$/;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+export type TunnelHeader = { name: string; lower: string; value: string; line: string };
+export type TunnelHead = { method: string; target: string; headers: TunnelHeader[]; bodyLength: number };
+
+/**
+ * A request head the tunnel may forward as bytes: HTTP/1.1, an origin-form target, no body or a Content-Length
+ * body, nothing ambiguous. Anything else (upgrades, chunked bodies, odd framing) is undefined and left to the full
+ * server, which answers it exactly as it always has. Being strict here is what keeps the two parsers from ever
+ * disagreeing about where a request ends.
+ */
+export function parseHead(head: string): TunnelHead | undefined {
+  const lines = head.split("\r\n");
+  const line = REQUEST_LINE.exec(lines[0]!);
+  if (!line) return undefined;
+  let bodyLength = 0;
+  let sawLength = false;
+  const headers: TunnelHeader[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    const header = lines[i]!;
+    const colon = header.indexOf(":");
+    if (colon <= 0 || header.includes("\n") || header.includes("\r")) return undefined;
+    const name = header.slice(0, colon);
+    if (!TOKEN.test(name)) return undefined;
+    const lower = name.toLowerCase();
+    const value = header.slice(colon + 1).trim();
+    if (lower === "transfer-encoding" || lower === "upgrade") return undefined;
+    if (lower === "connection" && /upgrade/i.test(value)) return undefined;
+    if (lower === "content-length") {
+      if (sawLength || !/^\d{1,15}$/.test(value)) return undefined;
+      sawLength = true;
+      bodyLength = Number(value);
+    }
+    headers.push({ name, lower, value, line: header });
+  }
+  return { method: line[1]!, target: line[2]!, headers, bodyLength };
+}
+
+/** A request the tunnel forwards: its upstream (one name per destination), that upstream's address, its new head. */
+export type Admitted = { upstream: string; address: UpstreamAddress; head: string };
+export type UpstreamAddress = { host: string; port: number };
+
+/** What one read from an upstream takes at most: its answers are copied on from this buffer as they come. */
+const UPSTREAM_READ = 64 * 1024;
+
+export type TunnelDeps = {
+  /** The rewritten request, or undefined to leave it (and the connection from then on) to the full server. */
+  admit(head: TunnelHead, socket: Socket): Admitted | undefined | Promise<Admitted | undefined>;
+  /** The raw response for a client whose upstream could not be reached before it answered anything. */
+  unreachable(err: Error, upstream: string): string;
+  /** The full HTTP server's connection handler: everything the fast path does not take. */
+  fallback(socket: Socket): void;
+};
+
+/**
+ * The API's preview fast path (previews/tunnel.ts). A connection whose requests are all admitted becomes a tunnel
+ * to their upstream: each request head is checked and rewritten by `admit`, bodies and every response byte are
+ * copied as they come, and nothing is parsed on the way back, since HTTP/1.1 answers in order on the one upstream
+ * connection. This costs a fraction of parsing and re-serializing each response.
+ *
+ * When a request is not admitted, or wants another upstream, the upstream connection is half-closed and drained
+ * first, so every earlier response reaches the client before anything else is written; then the connection
+ * continues on a new tunnel or on the full HTTP server (`fallback`) from that request on. An `admit` that has to
+ * wait (a lookup) holds the connection's reading until it answers; a failed one counts as not admitted.
+ */
+export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
+  let pending: Buffer = Buffer.alloc(0);
+  let bodyLeft = 0;
+  let upstream: Socket | undefined;
+  let upstreamKey = "";
+  let upstreamAnswered = false;
+  let switching = false;
+  let admitting = false;
+  let clientEnded = false;
+
+  const firstHeadTimer = setTimeout(() => socket.destroy(), FIRST_HEAD_TIMEOUT_MS);
+  firstHeadTimer.unref();
+
+  /**
+   * The upstream's answers are read into one buffer and written on from it, without a stream's per-chunk work; a
+   * write the client does not take at once keeps that buffer, so the next read goes into a fresh one. Returning
+   * false stops reading until the client drains.
+   */
+  let readBuffer: Buffer | undefined;
+  function relay(nread: number, buffer: Buffer): boolean {
+    upstreamAnswered = true;
+    const taken = socket.write(buffer.subarray(0, nread));
+    if (socket.writableLength > 0) readBuffer = undefined;
+    return taken;
+  }
+  const nextReadBuffer = () => (readBuffer ??= Buffer.allocUnsafe(UPSTREAM_READ));
+
+  function openUpstream(admitted: Admitted): Socket {
+    const up = connect({ ...admitted.address, onread: { buffer: nextReadBuffer, callback: relay } });
+    up.setNoDelay(true);
+    upstreamKey = admitted.upstream;
+    upstreamAnswered = false;
+    up.on("drain", () => {
+      if (!switching && !admitting) socket.resume();
+    });
+    up.on("error", (err) => {
+      if (up !== upstream) return;
+      if (!upstreamAnswered && !socket.destroyed) socket.end(deps.unreachable(err, admitted.upstream));
+      else socket.destroy();
+      upstream = undefined;
+    });
+    up.on("end", () => {
+      if (up !== upstream) return;
+      upstream = undefined;
+      if (switching) {
+        switching = false;
+        socket.resume();
+        pump();
+      } else if (!admitting) socket.end();
+    });
+    return up;
+  }
+
+  function handOff(): void {
+    clearTimeout(firstHeadTimer);
+    socket.off("data", onData);
+    socket.off("end", onEnd);
+    socket.off("drain", onDrain);
+    socket.off("close", onClose);
+    socket.off("error", onError);
+    socket.pause();
+    if (pending.length) socket.unshift(pending);
+    deps.fallback(socket);
+    socket.resume();
+  }
+
+  /** Stop reading, let the current upstream finish every answer it owes, then carry on with `pump`. */
+  function drainUpstream(): void {
+    switching = true;
+    socket.pause();
+    upstream!.end();
+  }
+
+  /** Out of buffered bytes: wait for more, or, once the client has finished sending, finish in turn. */
+  function awaitMore(): void {
+    if (!clientEnded) return;
+    if (upstream) upstream.end();
+    else socket.end();
+  }
+
+  /** The request at the front of `pending` cannot use the current tunnel. */
+  function leaveTunnel(): void {
+    if (upstream) drainUpstream();
+    else handOff();
+  }
+
+  /** Sends an admitted request's head on; false when it left the tunnel instead. */
+  function send(head: TunnelHead, admitted: Admitted | undefined, headLength: number): boolean {
+    if (!admitted || (upstream && admitted.upstream !== upstreamKey)) {
+      leaveTunnel();
+      return false;
+    }
+    clearTimeout(firstHeadTimer);
+    if (!upstream) upstream = openUpstream(admitted);
+    pending = pending.subarray(headLength);
+    bodyLeft = head.bodyLength;
+    if (!upstream.write(admitted.head, "latin1")) socket.pause();
+    return true;
+  }
+
+  /** A throwing `admit` must not take the process down from a socket's event: it refuses, like any other no. */
+  function admitSafely(head: TunnelHead): ReturnType<TunnelDeps["admit"]> {
+    try {
+      return deps.admit(head, socket);
+    } catch {
+      return undefined;
+    }
+  }
+
+  function pump(): void {
+    while (!switching && !admitting) {
+      if (bodyLeft > 0) {
+        if (!pending.length) {
+          awaitMore();
+          return;
+        }
+        const part = pending.subarray(0, Math.min(bodyLeft, pending.length));
+        pending = pending.subarray(part.length);
+        bodyLeft -= part.length;
+        if (!upstream!.write(part)) socket.pause();
+        continue;
+      }
+      const end = pending.indexOf(HEAD_END);
+      if (end < 0) {
+        if (pending.length > MAX_HEAD) leaveTunnel();
+        else awaitMore();
+        return;
+      }
+      const head = parseHead(pending.toString("latin1", 0, end));
+      if (!head) {
+        leaveTunnel();
+        return;
+      }
+      const headLength = end + HEAD_END.length;
+      const admitted = admitSafely(head);
+      if (!(admitted instanceof Promise)) {
+        if (!send(head, admitted, headLength)) return;
+        continue;
+      }
+      admitting = true;
+      socket.pause();
+      admitted
+        .catch(() => undefined)
+        .then((result) => {
+          admitting = false;
+          if (socket.destroyed) return;
+          socket.resume();
+          if (send(head, result, headLength)) pump();
+        });
+      return;
+    }
+  }
+
+  function onData(chunk: Buffer): void {
+    pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+    pump();
+  }
+  function onEnd(): void {
+    clientEnded = true;
+    pump();
+  }
+  function onDrain(): void {
+    upstream?.resume();
+  }
+  function onClose(): void {
+    clearTimeout(firstHeadTimer);
+    upstream?.destroy();
+  }
+  function onError(): void {
+    socket.destroy();
+  }
+
+  socket.setNoDelay(true);
+  socket.on("data", onData);
+  socket.on("end", onEnd);
+  socket.on("drain", onDrain);
+  socket.on("close", onClose);
+  socket.on("error", onError);
+}
