@@ -1,8 +1,9 @@
 import { connect, type Socket } from "node:net";
+import type { TunnelHead } from "../protocol/http-head.ts";
 import type { ContextCheck } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse } from "./errors.ts";
 import type { ProxyTarget } from "./proxy-target.ts";
-import { type Admitted, type TunnelHead, tunnelConnection } from "./tunnel.ts";
+import { type Admitted, tunnelConnection } from "./tunnel.ts";
 
 export type TunnelDeps = {
   contextHeader: string;

@@ -1,7 +1,8 @@
 import { createServer, type Server } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Admitted, parseHead, type TunnelHead, tunnelConnection } from "./tunnel.ts";
+import { parseHead, type TunnelHead } from "../../protocol/http-head.ts";
+import { type Admitted, tunnelConnection } from "./tunnel.ts";
 
 const BIG = 3_000_000;
 const DRIPS = 8000;

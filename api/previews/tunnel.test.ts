@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { parseHead } from "../../protocol/http-head.ts";
 import { USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
-import { parseHead } from "../http/tunnel.ts";
 import { daemonAddress, previewRoute, routeRequest } from "./tunnel.ts";
 
 describe("a preview request as the daemon gets it", () => {
