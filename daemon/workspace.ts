@@ -34,31 +34,53 @@ function repositoryConfig(config: DaemonConfig, selfPath: string): string[] {
 /**
  * Clones the session branch into the workspace and configures the repository so that `git push origin HEAD`
  * works with no token in the environment or in .git/config: only the credential helper, which asks the API.
+ * Only what a session works on: its branch and its base (no other branch, no tags), and the trees of their
+ * history without old file contents, which git fetches through the same helper when a command needs one
+ * (`git log -p`, a checkout of an old commit). On a repository with history that is most of the bytes.
  */
 export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Promise<void> {
   mkdirSync(config.workspace, { recursive: true });
-  if (existsSync(join(config.workspace, ".git"))) return;
+  const base = config.baseRef && config.baseRef !== config.branch ? config.baseRef : undefined;
+  const cloned = existsSync(join(config.workspace, ".git"));
+  // A retry after a failed fetch of the base finishes that fetch.
+  if (cloned && (!base || (await hasRef(config.workspace, `refs/remotes/origin/${base}`)))) return;
   // The first credential is fetched here and handed to this one clone through the environment; later pushes
   // go through the helper the clone writes into the repository's config.
   const credential = await fetchCloneCredential(config.apiUrl, config.projectId, config.serviceKey);
   const basic = Buffer.from(`${credential.username}:${credential.password}`).toString("base64");
-  await git(
-    [
-      "clone",
-      "--quiet",
-      "--branch",
-      config.branch,
-      ...repositoryConfig(config, selfPath).flatMap((c) => ["-c", c]),
-      "--",
-      config.repoUrl,
-      config.workspace,
-    ],
-    undefined,
-    {
-      GIT_CONFIG_COUNT: "1",
-      GIT_CONFIG_KEY_0: "http.extraHeader",
-      GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
-    },
+  const withCredential = {
+    GIT_CONFIG_COUNT: "1",
+    GIT_CONFIG_KEY_0: "http.extraHeader",
+    GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
+  };
+  if (!cloned)
+    await git(
+      [
+        "clone",
+        "--quiet",
+        "--filter=blob:none",
+        "--single-branch",
+        "--no-tags",
+        "--branch",
+        config.branch,
+        ...repositoryConfig(config, selfPath).flatMap((c) => ["-c", c]),
+        "--",
+        config.repoUrl,
+        config.workspace,
+      ],
+      undefined,
+      withCredential,
+    );
+  if (!base) return;
+  // The base too (what `git diff origin/<base>` and a CR compare against), fetched from now on with the branch.
+  await git(["remote", "set-branches", "--add", "origin", base], config.workspace);
+  await git(["fetch", "--quiet", "origin", base], config.workspace, withCredential);
+}
+
+async function hasRef(workspace: string, ref: string): Promise<boolean> {
+  return git(["rev-parse", "--verify", "--quiet", ref], workspace).then(
+    () => true,
+    () => false,
   );
 }
 

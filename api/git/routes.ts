@@ -161,6 +161,9 @@ export function gitRoutes(deps: GitRouteDeps) {
         const hooks: [string, string][] = [
           ["core.hooksPath", deps.hooksDir],
           ["receive.maxInputSize", String(maxPushBytes(deps.maxPushMb))],
+          // Sandboxes clone without old file contents and fetch one when a command needs it (daemon/workspace.ts).
+          ["uploadpack.allowFilter", "true"],
+          ["uploadpack.allowReachableSHA1InWant", "true"],
         ];
         let hookEnv: Record<string, string>;
         try {

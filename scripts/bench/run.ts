@@ -6,6 +6,7 @@ import { benchDaemonProxy } from "./daemon-proxy.ts";
 import { benchMergePreview } from "./merge-preview.ts";
 import { benchPreviewAlone } from "./preview.ts";
 import { benchSessionStart } from "./sandbox.ts";
+import { benchSandboxClone } from "./sandbox-clone.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
 import { benchCliSessions } from "./session-cli.ts";
 
@@ -17,6 +18,13 @@ if (process.argv[2] === "preview") {
   const preview = await benchPreviewAlone();
   console.log(`\n${preview.line}`);
   process.exit(preview.ok ? 0 : 1);
+}
+
+// `npm run bench -- clone`: only the sandbox clone figure (a repository with history, through the API).
+if (process.argv[2] === "clone") {
+  const clone = await benchSandboxClone();
+  console.log(`\n${clone.line}`);
+  process.exit(clone.ok ? 0 : 1);
 }
 
 // `npm run bench -- cli-sessions`: only `svc sessions new` against `docker run`, spaced and in a burst.
@@ -40,6 +48,10 @@ ok &&= cli.ok;
 const mergePreview = await benchMergePreview();
 lines.push(mergePreview.line);
 ok &&= mergePreview.ok;
+
+const clone = await benchSandboxClone();
+lines.push(clone.line);
+ok &&= clone.ok;
 
 const pglite = await benchCrRead("pglite");
 lines.push(pglite.line);

@@ -38,6 +38,7 @@ export const API_TIER = [
   "test/daemon.test.ts",
   "test/external-repos.test.ts",
   "test/git-children.test.ts",
+  "test/sandbox-clone.test.ts",
   "test/git-http.test.ts",
   "test/github-app.test.ts",
   "test/manifest.test.ts",
