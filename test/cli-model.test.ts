@@ -134,7 +134,7 @@ describe("svc sessions chat: the agent is ready when the session is, and the mod
       logs = (await sandboxed.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })).toString();
       await new Promise((r) => setTimeout(r, 500));
     }
-    expect(logs).toContain("svc-agent: aborted 1 run(s) retrying an unreachable model gateway");
+    expect(logs).toContain("svc-agent: aborted 1 run(s) retrying a model gateway that failed (Cannot connect to API");
     expect((await (await fetch(`${booted.sandbox_url}/svc/health`)).json()).busy).toBe(false);
   }, 90_000);
 });

@@ -102,7 +102,8 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     checkout = copyCheckout(home.dir);
     port = await freePort();
     llm = await startScriptedLlm([]);
-    hostService = createServer((socket) => socket.end("host service\n"));
+    // A probe that connects and leaves at once resets the connection under the greeting: not an error here.
+    hostService = createServer((socket) => socket.on("error", () => {}).end("host service\n"));
     await new Promise<void>((r) => hostService.listen(0, "0.0.0.0", r));
     hostServicePort = (hostService.address() as AddressInfo).port;
     const model = await svc(
