@@ -10,6 +10,7 @@ import { GIT_MAX_PUSH_MB_DEFAULT } from "../protocol/stack-settings.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
+import { adoptRestoredData } from "./admin/restore.ts";
 import { adminRoutes } from "./admin/routes.ts";
 import { appGrantKey } from "./apps/app-grant.ts";
 import { APP_ENDPOINT_TTL_MS, type AppHosts, createAppHosts } from "./apps/app-host.ts";
@@ -354,6 +355,12 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
     logController: new LogController({
       disableRequestLogging: options.logLevel !== "debug" && options.logLevel !== "trace",
     }),
+  });
+  // Data `svc self-host restore` put here becomes an installation of its own before its id is read.
+  await adoptRestoredData({
+    sql: options.sql,
+    dataDir: options.dataDir,
+    log: (msg, extra) => app.log.info(extra, msg),
   });
   const [installation] = await options.sql.query<{ id: string }>("select id from installation");
   const services = createServices(options, installation!.id, (msg, extra) => app.log.warn(extra ?? {}, msg));

@@ -2,20 +2,22 @@ import type { FastifyInstance } from "fastify";
 import type { StoppedSessions } from "../../protocol/admin.ts";
 import { actingUserId } from "../auth/authenticate.ts";
 import type { Sql } from "../db/sql.ts";
-import { apiError } from "../errors.ts";
 import type { ProjectStore } from "../projects/store.ts";
 import type { SessionService } from "../sessions/service.ts";
+import { backupRoutes } from "./backup.ts";
+import { requireAdmin } from "./require-admin.ts";
 
-export type AdminRouteDeps = { sql: Sql; projects: ProjectStore; sessions: SessionService | undefined };
-
-/** What acts on every account at once is the installation administrator's alone (the self-host admin user). */
-async function requireAdmin(sql: Sql, userId: string): Promise<void> {
-  const [user] = await sql.query<{ is_admin: boolean }>("select is_admin from users where id = $1", [userId]);
-  if (!user?.is_admin) throw apiError("FORBIDDEN", "only the installation's administrator may do this");
-}
+export type AdminRouteDeps = {
+  sql: Sql;
+  projects: ProjectStore;
+  sessions: SessionService | undefined;
+  /** The managed repositories' directory (a backup bundles them). */
+  reposDir: string;
+};
 
 export function adminRoutes(deps: AdminRouteDeps) {
   return async (app: FastifyInstance) => {
+    await app.register(backupRoutes({ sql: deps.sql, reposDir: deps.reposDir }));
     /**
      * Stops every live session of this installation, whichever account it belongs to (`svc self-host stop
      * --sandboxes`), the way `sessions stop` does: sandbox removed, branch and record kept. It acts on this database's

@@ -17,6 +17,11 @@ export type Sql = {
   transaction<R>(fn: (tx: Sql) => Promise<R>): Promise<R>;
   /** One connection of its own until released: session-level state (advisory locks) lives on it. */
   reserve(): Promise<ReservedSql>;
+  /**
+   * PGlite only: its whole data directory as a tar.gz (PGlite's dumpDataDir), taken while no query and no
+   * transaction runs, so a consistent copy (`svc self-host backup`). PostgreSQL has pg_dump for that.
+   */
+  dumpDataDir?: () => Promise<Blob>;
   close(): Promise<void>;
 };
 
@@ -64,6 +69,8 @@ async function openPglite(dir: string): Promise<Sql> {
     transaction: (fn) => (inTx ? fn(wrap(conn, true)) : db.transaction((tx) => fn(wrap(tx, true)))),
     // PGlite has one connection, which is already this process's own.
     reserve: async () => ({ kind: "pglite", query: wrap(db, false).query, release: async () => {} }),
+    // Under the transaction lock: no transaction of another caller is half done in the copy.
+    dumpDataDir: inTx ? undefined : () => db.transaction(() => db.dumpDataDir("gzip")),
     async close() {
       if (!inTx) await db.close();
     },

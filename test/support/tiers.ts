@@ -22,6 +22,7 @@ export const UNIT_DIRS = ["api", "cli", "daemon", "orchestrator", "protocol"];
 
 export const API_TIER = [
   // Beside the code, but not unit: a database or a server on loopback.
+  "api/admin/restore.test.ts", // PGlite
   "api/db/sql.test.ts", // PGlite
   "api/egress/proxy.test.ts", // the proxy and its targets on loopback
   "api/http/tunnel.test.ts", // the preview tunnel and its upstreams on loopback
@@ -62,6 +63,7 @@ export const API_TIER = [
 export const DOCKER_TIER = [
   "test/agent-runtime.test.ts",
   "test/apps.test.ts",
+  "test/backup-restore.test.ts", // two self-host stacks on the Docker engine: the original and its restored copy
   "test/channels.test.ts",
   "test/cli-model.test.ts",
   "test/cli-no-model.test.ts",

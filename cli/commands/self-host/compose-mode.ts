@@ -67,8 +67,8 @@ async function waitHealthy(run: ComposeRun, expected: number, progress: Progress
   throw new CliError(`the stack did not become healthy within ${START_TIMEOUT_MS / 1000}s; see 'svc self-host logs'`);
 }
 
-/** Builds what is missing, brings the services up (data volumes kept from any earlier start) and waits for health. */
-export async function startCompose(paths: SelfHostPaths, state: SelfHostState, progress: Progress): Promise<void> {
+/** What `up` needs: the database password made once, the settings file written, the images built when missing. */
+export async function prepareCompose(paths: SelfHostPaths, state: SelfHostState, progress: Progress) {
   if (!state.postgres_password) {
     state.postgres_password = randomBytes(24).toString("base64url");
     writeState(paths, state);
@@ -77,7 +77,12 @@ export async function startCompose(paths: SelfHostPaths, state: SelfHostState, p
   writeSettings(run.files[1]!, state);
   const chosen = Object.fromEntries(IMAGE_VARIABLES.flatMap((k) => (state.env[k] ? [[k, state.env[k]]] : [])));
   const images = await ensureComposeImages(run, chosen, progress);
-  const up = { ...run, env: { ...run.env, ...images } };
+  return { run, up: { ...run, env: { ...run.env, ...images } } };
+}
+
+/** Builds what is missing, brings the services up (data volumes kept from any earlier start) and waits for health. */
+export async function startCompose(paths: SelfHostPaths, state: SelfHostState, progress: Progress): Promise<void> {
+  const { run, up } = await prepareCompose(paths, state, progress);
   // Before the API runs: no sandbox of this start sees the host's other ports, even for a moment.
   await installHostFirewall(run.project, state.env);
   progress(`starting postgres, ${state.api_replicas > 1 ? `${state.api_replicas} api replicas` : "api"} and edge…`);

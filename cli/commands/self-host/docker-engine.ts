@@ -12,11 +12,16 @@ function endpoint(): { socketPath: string } | { host: string; port: number } {
 
 export type DockerAnswer = { status: number; body: string } | { error: string };
 
-/** One call to the engine's API (a JSON body when given): its status and body, or the reason it did not answer. */
+/**
+ * One call to the engine's API (a JSON body when given; a Buffer is sent as a tar archive, as `PUT .../archive`
+ * takes): its status and body, or the reason it did not answer.
+ */
 export function dockerCall(method: string, path: string, body?: unknown, timeoutMs = 3000): Promise<DockerAnswer> {
   return new Promise((resolve) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const headers = payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {};
+    const tar = Buffer.isBuffer(body);
+    const payload = body === undefined ? undefined : tar ? body : JSON.stringify(body);
+    const type = tar ? "application/x-tar" : "application/json";
+    const headers = payload ? { "content-type": type, "content-length": Buffer.byteLength(payload) } : {};
     const req = request({ ...endpoint(), path, method, headers, timeout: timeoutMs }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));

@@ -2,9 +2,11 @@ import { isIP } from "node:net";
 import { Command, InvalidArgumentError } from "commander";
 import { parsePort, parsePositiveInt } from "../../flag-parsers.ts";
 import { printJson, printLine } from "../../output.ts";
+import { backupSelfHost } from "./backup.ts";
 import { doctor } from "./doctor.ts";
 import { envList, envSet } from "./env.ts";
 import { selfHostLogs } from "./logs.ts";
+import { restoreSelfHost } from "./restore.ts";
 import { type StartOptions, type StartResult, startSelfHost } from "./start.ts";
 import { readState, StackMode, selfHostPaths } from "./state.ts";
 import { printStatus } from "./status.ts";
@@ -109,6 +111,30 @@ export function selfHostCommand(): Command {
     .action((service: string | undefined, opts: { follow?: boolean; lines: number; json?: boolean }) =>
       selfHostLogs(service, opts),
     );
+  selfHost
+    .command("backup")
+    .description(
+      "write the running stack's database, managed repositories, secrets key and settings to one file (tar.gz, 0600)",
+    )
+    .argument("<file>", "the backup file to write")
+    .option("--force", "overwrite the file when it exists")
+    .option("--json", "output JSON")
+    .action(async (file: string, opts: { force?: boolean; json?: boolean }) => {
+      const result = await backupSelfHost(file, opts);
+      if (opts.json) printJson(result);
+    });
+  selfHost
+    .command("restore")
+    .description(
+      "put a backup into this SVC_HOME as a stack of its own (new installation id and admin token); then 'start'",
+    )
+    .argument("<file>", "a file 'svc self-host backup' wrote")
+    .option("--force", "delete the data this home already holds (database, repositories, volumes) and restore")
+    .option("--json", "output JSON")
+    .action(async (file: string, opts: { force?: boolean; json?: boolean }) => {
+      const result = await restoreSelfHost(file, opts);
+      if (opts.json) printJson(result);
+    });
   const env = selfHost.command("env").description("persistent settings of the stack, applied at the next start");
   env
     .command("ls")
