@@ -9,6 +9,7 @@ import { benchSessionStart } from "./sandbox.ts";
 import { benchSandboxClone } from "./sandbox-clone.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
 import { benchCliSessions } from "./session-cli.ts";
+import { benchSoak } from "./soak.ts";
 
 const lines: string[] = [];
 let ok = true;
@@ -18,6 +19,13 @@ if (process.argv[2] === "preview") {
   const preview = await benchPreviewAlone();
   console.log(`\n${preview.line}`);
   process.exit(preview.ok ? 0 : 1);
+}
+
+// `npm run bench -- soak`: only the 100-cycle session soak.
+if (process.argv[2] === "soak") {
+  const soak = await benchSoak();
+  console.log(`\n${soak.lines.join("\n")}`);
+  process.exit(soak.ok ? 0 : 1);
 }
 
 // `npm run bench -- clone`: only the sandbox clone figure (a repository with history, through the API).
@@ -88,6 +96,9 @@ if (process.env.SVC_BENCH_SKIP_DOCKER !== "1") {
   const cliSessions = await benchCliSessions();
   lines.push(...cliSessions.lines);
   ok &&= cliSessions.ok;
+  const soak = await benchSoak();
+  lines.push(...soak.lines);
+  ok &&= soak.ok;
   const preview = await benchPreviewAlone();
   lines.push(preview.line);
   ok &&= preview.ok;
