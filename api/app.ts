@@ -37,6 +37,7 @@ import { createEvents } from "./events.ts";
 import { createCloneCredentials } from "./git/clone-credentials.ts";
 import { type GitHubApp, repoAccessToken } from "./git/github-app.ts";
 import { installHooks } from "./git/hooks.ts";
+import { GIT_REQUEST_DEADLINE_MS } from "./git/http-backend.ts";
 import { createPreviewCache } from "./git/merge-preview.ts";
 import { createRemoteAddressCheck } from "./git/remote-address.ts";
 import { repoAccessAccounts } from "./git/repo-access-accounts.ts";
@@ -100,6 +101,8 @@ export type AppOptions = {
   bodyLimit?: number;
   /** The largest git push accepted, in MB (SVC_GIT_MAX_PUSH_MB); default that setting's. */
   gitMaxPushMb?: number;
+  /** How long one git request (clone, fetch, push) may run before its git processes are ended; default GIT_REQUEST_DEADLINE_MS. */
+  gitRequestDeadlineMs?: number;
   logLevel?: string;
   /** Serve previews at `<port>-<session>.<domain>`; default `localhost` when the public URL is on loopback. */
   previewDomain?: string;
@@ -398,7 +401,13 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(adminRoutes(services));
   await app.register(projectRoutes(services));
   await app.register(changeRequestRoutes(services));
-  await app.register(gitRoutes({ ...services, maxPushMb: options.gitMaxPushMb ?? GIT_MAX_PUSH_MB_DEFAULT }));
+  await app.register(
+    gitRoutes({
+      ...services,
+      maxPushMb: options.gitMaxPushMb ?? GIT_MAX_PUSH_MB_DEFAULT,
+      requestDeadlineMs: options.gitRequestDeadlineMs ?? GIT_REQUEST_DEADLINE_MS,
+    }),
+  );
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
   await app.register(triggerRoutes(services));

@@ -29,6 +29,8 @@ export type GitRouteDeps = AuthDeps & {
   publicUrl: () => string;
   /** The largest push accepted, in MB (SVC_GIT_MAX_PUSH_MB): a bigger one is refused before any ref moves. */
   maxPushMb: number;
+  /** How long one git request (clone, fetch, push) may run before its git processes are ended. */
+  requestDeadlineMs: number;
 };
 
 /** Only the smart protocol's three endpoints: no dumb-HTTP file access into the repository. */
@@ -199,6 +201,7 @@ export function gitRoutes(deps: GitRouteDeps) {
             SVC_PROTECTED_BRANCH: project.default_branch,
             SVC_PUSH_BRANCH: pushBranch,
           },
+          deps.requestDeadlineMs,
         );
         if (rest === "git-receive-pack") {
           deps.repos.invalidate(project);
