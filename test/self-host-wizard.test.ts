@@ -59,6 +59,7 @@ describe("svc self-host configure: the credential wizard on a terminal", () => {
     await t.expect("GitHub App id: ");
     t.answer("my-app");
     await t.expect("✗ SVC_GITHUB_APP_ID must be a whole number");
+    await t.expect("GitHub App id: ");
     t.answer("123456");
     await t.expect("installation id: ");
     t.answer("987654");
@@ -79,6 +80,8 @@ describe("svc self-host configure: the credential wizard on a terminal", () => {
     await t.expect("bot token (xoxb-…): ");
     t.answer("not-a-slack-token");
     await t.expect("✗ SVC_SLACK_BOT_TOKEN must be a secret: must be a Slack token");
+    // As a person does: the answer after the question, which the terminal shows once echo is off.
+    await t.expect("bot token (xoxb-…): ");
     t.answer(SLACK_TOKEN);
     await t.expect("Web API URL [https://slack.com/api]: ");
     t.answer();
@@ -86,6 +89,7 @@ describe("svc self-host configure: the credential wizard on a terminal", () => {
     await t.expect("base URL (usually ending in /v1): ");
     t.answer("localhost:1234");
     await t.expect("✗ SVC_LLM_BASE_URL must be a URL");
+    await t.expect("base URL (usually ending in /v1): ");
     t.answer(llm.url);
     await t.expect("API key: ");
     t.answer(WRONG_KEY);
