@@ -213,8 +213,22 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
   }, 600_000);
 
   it("a pooled sandbox that dies is replaced, and the next session still starts", async () => {
-    const dead = await readyMember();
-    await sp.docker.getContainer(dead.Id).kill();
+    // The previous test's secret change makes the pool replace its member: one it removes while we look is
+    // not the death under test, so take the next until the kill lands.
+    const dead = await waitFor(
+      "a pooled sandbox to kill",
+      async () => {
+        const m = await readyMember();
+        return (await sp.docker
+          .getContainer(m.Id)
+          .kill()
+          .then(() => true)
+          .catch(() => false))
+          ? m
+          : undefined;
+      },
+      { timeoutMs: 120_000 },
+    );
     const replacement = await readyMember();
     expect(replacement.Id).not.toBe(dead.Id);
     const id = (await sp.sessions("", "POST", {})).body.session_id as string;
