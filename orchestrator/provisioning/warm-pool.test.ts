@@ -16,7 +16,7 @@ afterEach(async () => {
   vi.unstubAllGlobals();
 });
 
-function setup(size = 1) {
+function setup(size = 1, freeMemory = () => 64 * 2 ** 30) {
   const mem = createMemoryDriver();
   vi.stubGlobal("fetch", mem.fetch);
   const repos = memoryRepos();
@@ -53,6 +53,7 @@ function setup(size = 1) {
     instanceId: "me",
     log: logs.log,
     now: () => clock.now,
+    freeMemory,
   });
   pools.push(pool);
   const project = memoryProject();
@@ -144,7 +145,7 @@ describe("warm pool", () => {
     await until("a replacement", () => ready(mem, project.id).some((c) => c.owner.sessionId !== id));
   });
 
-  it("a burst of requests grows the pool to twice its size, one sandbox booting at a time, then it shrinks", async () => {
+  it("a burst of requests grows the pool to the burst's size, one sandbox booting at a time, then it shrinks", async () => {
     const { mem, pool, project, clock } = setup(1);
     pool.reserve(project, FITS);
     await settled(mem, project.id, 1);
@@ -152,21 +153,40 @@ describe("warm pool", () => {
     const claimed = [...Array(5)].map(() => pool.reserve(project, FITS)).filter((id) => id !== undefined);
     expect(claimed).toHaveLength(1);
     claim(mem, pool, claimed[0]!);
-    await settled(mem, project.id, 2);
+    // Six requests within the window: the next burst of that size finds a warm sandbox for each.
+    await settled(mem, project.id, 6);
     await new Promise((r) => setTimeout(r, 50));
-    expect(ready(mem, project.id)).toHaveLength(2);
+    expect(ready(mem, project.id)).toHaveLength(6);
     expect(mem.peakBooting(project.id)).toBe(1);
+    const next = [...Array(6)].map(() => pool.reserve(project, FITS));
+    expect(next.every((id) => id !== undefined)).toBe(true);
+    for (const id of next) claim(mem, pool, id!);
+    await settled(mem, project.id, 8);
 
-    // Still held a while after the burst: the pool keeps its two.
+    // Still held a while after the burst: the pool keeps its eight.
     clock.now += BURST_HOLD_MS / 2;
     await pool.check();
-    expect(ready(mem, project.id)).toHaveLength(2);
+    expect(ready(mem, project.id)).toHaveLength(8);
     // The burst long over: back to its size.
     clock.now += BURST_HOLD_MS;
     await pool.check();
     await settled(mem, project.id, 1);
     await new Promise((r) => setTimeout(r, 30));
     expect(ready(mem, project.id)).toHaveLength(1);
+  });
+
+  it("a burst borrows no member the host has no memory for: two sandboxes' limits stay free", async () => {
+    // Room for two sandboxes at their 1 GiB limit, less a byte: the pool keeps its own size and no more.
+    const free = { bytes: 2 * (1 << 30) - 1 };
+    const { mem, pool, project } = setup(2, () => free.bytes);
+    for (let i = 0; i < 6; i++) pool.reserve(project, FITS);
+    await settled(mem, project.id, 2);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(mem.pooled(project.id)).toHaveLength(2);
+    // Memory freed: the same burst's members are made.
+    free.bytes = 2 * (1 << 30);
+    await pool.check();
+    await settled(mem, project.id, 6);
   });
 
   it("requests spread out over more than the burst window keep the pool at its size", async () => {

@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { freemem } from "node:os";
 import { promisify } from "node:util";
 import { newSecret } from "../../protocol/credential.ts";
 import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
@@ -64,6 +65,8 @@ export type WarmPoolDeps = {
   log: Log;
   /** The clock demand and idleness are measured by; default Date.now (tests pass their own). */
   now?: () => number;
+  /** The host's free memory in bytes, which a burst's extra members must leave room in; default os.freemem. */
+  freeMemory?: () => number;
 };
 
 /** The session a pool sandbox is made for, before anyone asked for it: the project's default branch and agent. */
@@ -78,20 +81,15 @@ function pooledSession(project: Project, sessionId: string, agent: string): Sess
   } as SessionToProvision;
 }
 
-/** SVC_POOL_SIZE's own maximum (protocol/stack-settings.ts): no project's pool ever holds more, burst or not. */
+/**
+ * SVC_POOL_SIZE's own maximum (protocol/stack-settings.ts): no project's pool ever holds more, burst or not. A burst
+ * grows a pool up to it: as many as the burst asked for, so the next such burst is served warm to its last request.
+ */
 export const MAX_POOL_PER_PROJECT = 8;
 /** Requests a pooled sandbox could serve, counted over this window, are what a burst is measured by. */
 export const BURST_WINDOW_MS = 60_000;
 /** How long a pool grown by a burst keeps its size after the burst's last request before shrinking back. */
 export const BURST_HOLD_MS = 10 * 60_000;
-
-/**
- * How far a burst may grow a project's pool: twice what the admin configured, and never past the setting's maximum.
- * Why: SVC_POOL_SIZE is the idle memory the admin agreed to spend per project; a burst borrows at most as much again
- * and only for a while, so the worst case stays a small multiple of a choice they made, and on two cores the extra
- * members are made one at a time behind the claims anyway (a larger ceiling would mostly never be reached in time).
- */
-export const burstCeiling = (size: number) => Math.min(MAX_POOL_PER_PROJECT, size * 2);
 
 const MAX_BUNDLE_BYTES = 512 << 20;
 const SEED_TIMEOUT_MS = 60_000;
@@ -123,6 +121,7 @@ async function bundleOf(gitDir: string, branch: string): Promise<Buffer> {
 export function createWarmPool(deps: WarmPoolDeps) {
   const { driver, settings, log } = deps;
   const now = deps.now ?? Date.now;
+  const freeMemory = deps.freeMemory ?? freemem;
   const members = new Map<string, PoolMember>();
   const wanted = new Map<string, { project: Project; at: number }>();
   const filling = new Map<string, Promise<void>>();
@@ -139,7 +138,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
 
   /**
    * The spare members a project's pool aims for: `size`, or while a burst lasts (and BURST_HOLD_MS after it) as many
-   * as it saw requests within BURST_WINDOW_MS, up to burstCeiling. Why as many as the last minute's requests: that
+   * as it saw requests within BURST_WINDOW_MS, up to MAX_POOL_PER_PROJECT. Why as many as the last minute's requests: that
    * is the best guess of the next minute's, and the size a pool needs for the next such burst to be served warm,
    * since members made one at a time cannot keep up with requests back to back. Why held for a while: members take
    * seconds each to boot; dropping them as soon as the window passed would throw away the work just done.
@@ -152,11 +151,12 @@ export function createWarmPool(deps: WarmPoolDeps) {
   /** Counts a request a pooled sandbox could serve (whether one was ready or not) toward a burst. */
   function noteDemand(projectId: string): void {
     const at = now();
-    const ceiling = burstCeiling(settings.size);
-    // Only the newest `ceiling` matter: a flood of requests keeps a short list.
-    const recent = [...(demand.get(projectId) ?? []).filter((t) => at - t < BURST_WINDOW_MS), at].slice(-ceiling);
+    // Only the newest MAX_POOL_PER_PROJECT matter: a flood of requests keeps a short list.
+    const recent = [...(demand.get(projectId) ?? []).filter((t) => at - t < BURST_WINDOW_MS), at].slice(
+      -MAX_POOL_PER_PROJECT,
+    );
     demand.set(projectId, recent);
-    const size = Math.min(ceiling, recent.length);
+    const size = recent.length;
     if (size <= settings.size) return;
     const burst = raised.get(projectId);
     const held = burst && at - burst.at <= BURST_HOLD_MS ? burst.size : 0;
@@ -264,12 +264,19 @@ export function createWarmPool(deps: WarmPoolDeps) {
     if (body.commit) member.baseSha = body.commit;
   }
 
+  /**
+   * Whether a member beyond SVC_POOL_SIZE may be made: only while the host keeps room for it and for one more
+   * sandbox at its memory limit, so a burst's borrowed members never squeeze out the sessions they are made for.
+   */
+  const roomToBorrow = () => freeMemory() >= 2 * settings.limits.memoryBytes;
+
   /** Tops a wanted project's pool up to its target, one member at a time (two cores: a burst of boots slows claims). */
   async function topUp(project: Project): Promise<void> {
     try {
       while (!stopped && wanted.has(project.id)) {
         const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
-        if (spare >= target(project.id) || !(await addMember(project))) break;
+        if (spare >= target(project.id) || (spare >= settings.size && !roomToBorrow())) break;
+        if (!(await addMember(project))) break;
       }
     } catch (err) {
       log("warm pool fill failed", { project: project.id, error: (err as Error).message });
