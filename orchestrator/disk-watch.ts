@@ -1,11 +1,11 @@
 import type { Log, SandboxRecords } from "./ports.ts";
 import type { Provisioner } from "./provisioning/provisioner.ts";
-import type { SandboxDriver } from "./sandbox/driver.ts";
+import type { ContainerVerbs } from "./sandbox/driver.ts";
 
 const MB = 1024 * 1024;
 
 export type DiskWatchDeps = {
-  driver: SandboxDriver;
+  driver: ContainerVerbs;
   records: SandboxRecords;
   provisioner: Provisioner;
   installationId: string;

@@ -68,13 +68,22 @@ function setup() {
 }
 
 describe("reconciler", () => {
-  it("removes containers without a live sandbox row, and leaves another installation's alone", async () => {
-    const { mem, reconcile, owner, sessionWith } = setup();
+  it("removes containers without a live sandbox row, and leaves another installation's and the apps' alone", async () => {
+    const { mem, reconcile, owner, sessionWith, project } = setup();
     const orphan = mem.adopt({ owner: owner() });
     // This installation's, but with no sandbox recorded on it.
     const unlabelled = mem.adopt({ owner: { installationId: "inst" } });
     const foreign = mem.adopt({ owner: { ...owner(), installationId: "another-stack" } });
     const kept = sessionWith({ status: "running", sandbox: "active", provisioner: "me", container: "running" });
+    // An app's container has no sandbox row: the app deployer's to keep or remove.
+    const app = await mem.driver.create({
+      name: "svc-app-web",
+      image: "svc-app:test",
+      env: {},
+      port: 3000,
+      owner: { installationId: "inst", projectId: project.id, app: "web", deployId: randomUUID() },
+      limits: { memoryBytes: 1, nanoCpus: 1, pids: 1 },
+    });
 
     const result = await reconcile();
 
@@ -82,6 +91,7 @@ describe("reconciler", () => {
     expect(mem.container(unlabelled.id)).toBeUndefined();
     expect(mem.container(foreign.id)).toBeDefined();
     expect(mem.container(kept.container!.id)?.running).toBe(true);
+    expect(mem.container(app)).toBeDefined();
     expect(result).toEqual({ removedContainers: 2, closedSandboxes: 0, failedSessions: 0 });
   });
 

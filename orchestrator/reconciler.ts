@@ -1,9 +1,9 @@
 import type { Log, SandboxRecords } from "./ports.ts";
 import type { Provisioner } from "./provisioning/provisioner.ts";
-import type { SandboxDriver, SandboxInfo } from "./sandbox/driver.ts";
+import type { ContainerVerbs, SandboxInfo } from "./sandbox/driver.ts";
 
 export type ReconcilerDeps = {
-  driver: SandboxDriver;
+  driver: ContainerVerbs;
   records: SandboxRecords;
   provisioner: Provisioner;
   installationId: string;
@@ -21,6 +21,9 @@ export function createReconciler(deps: ReconcilerDeps) {
   const { driver, records, provisioner, log } = deps;
   const beingProvisioned = async (sessionId: string, instance: string | null) =>
     provisioner.isProvisioning(sessionId) || (await deps.isAlive(instance));
+  // Only this installation's containers: another stack on the same engine keeps its own. Only its sandboxes: an
+  // app's container has no sandbox row, and is the app deployer's to keep or remove.
+  const sandboxes = async () => (await driver.list(deps.installationId)).filter((c) => c.kind === "sandbox");
 
   async function removeOrphans(
     containers: SandboxInfo[],
@@ -46,8 +49,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     closedSandboxes: number;
     failedSessions: number;
   }> {
-    // Only this installation's containers: another stack on the same engine keeps its own.
-    const containers = await driver.listOwned(deps.installationId);
+    const containers = await sandboxes();
     const live = await records.liveSandboxes();
     let removedContainers = await removeOrphans(containers, live);
     let closedSandboxes = 0;
@@ -77,10 +79,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     // A process killed mid-provision may have had a create request in flight that the engine finishes only
     // now: look again once its rows are closed, so the container does not wait for the next tick.
     if (closedSandboxes + failedSessions > 0) {
-      removedContainers += await removeOrphans(
-        await driver.listOwned(deps.installationId),
-        await records.liveSandboxes(),
-      );
+      removedContainers += await removeOrphans(await sandboxes(), await records.liveSandboxes());
     }
     return { removedContainers, closedSandboxes, failedSessions };
   };

@@ -81,7 +81,7 @@ describe("app deployer", () => {
     expect(deploy).toMatchObject({ app: "web", revision: first, trigger: "merge", instance_id: "me" });
     const container = mem.container(deploy!.container_id!)!;
     expect(container.running).toBe(true);
-    expect(deploy!.endpoint).toBe((await mem.driver.inspectApp(container.id))!.endpoint);
+    expect(deploy!.endpoint).toBe((await mem.driver.inspect(container.id))!.endpoint);
     expect(switched).toEqual([`${project.id}/web`]);
 
     cluster.state.leads = false;
@@ -156,7 +156,7 @@ describe("app deployer", () => {
     const spec = web();
     const owner = (deployId: string) => ({ installationId: "inst", projectId: project.id, app: "web", deployId });
     const mkApp = async (deployId: string) => {
-      const id = await mem.driver.createApp({
+      const id = await mem.driver.create({
         name: `app-${deployId}`,
         image: "img",
         env: {},
@@ -185,6 +185,10 @@ describe("app deployer", () => {
     });
     const othersContainer = await mkApp(othersBuild.id);
     const orphan = await mkApp("no-such-deploy");
+    // The installation's sandbox, beside its apps on the engine: no deploy owns it, and none may remove it.
+    const sandbox = mem.adopt({
+      owner: { installationId: "inst", projectId: project.id, sessionId: "a-session", sandboxId: "a-sandbox" },
+    });
     const vanished = apps.addDeploy({
       project_id: project.id,
       app: "web",
@@ -205,6 +209,7 @@ describe("app deployer", () => {
     expect(apps.deploys().find((d) => d.id === othersBuild.id)!.status).toBe("starting");
     expect(mem.container(othersContainer)).toBeDefined();
     expect(mem.container(orphan)).toBeUndefined();
+    expect(mem.container(sandbox.id)?.running).toBe(true);
     expect(apps.deploys().find((d) => d.id === vanished.id)).toMatchObject({
       status: "stopped",
       error: "its container vanished: re-created by the next deploy",

@@ -2,13 +2,13 @@ import { posix } from "node:path";
 import { redact } from "../../protocol/redact.ts";
 import { OrchestratorError } from "../errors.ts";
 import { gitArchive, gitOut } from "../images/git-out.ts";
-import type { SandboxDriver } from "../sandbox/driver.ts";
+import type { ContainerVerbs, ImageVerbs } from "../sandbox/driver.ts";
 import { treeAt } from "./build-key.ts";
 import type { AppProvider } from "./provider.ts";
 
 /** The local provider: each deploy is a container on this engine, placed and hardened like a sandbox. */
 export function createLocalAppProvider(deps: {
-  driver: SandboxDriver;
+  driver: ContainerVerbs & ImageVerbs;
   limits: { memoryBytes: number; nanoCpus: number; pids: number };
 }): AppProvider {
   const { driver } = deps;
@@ -30,7 +30,7 @@ export function createLocalAppProvider(deps: {
           context: gitArchive(gitDir, context),
           dockerfile: inContext,
           buildArgs: { SVC_BASE_IMAGE: platformImage },
-          // Under the limits and on the network of the container it becomes (keyed by the deploy, as createApp does).
+          // Under the limits and on the network of the container it becomes (keyed by the deploy, as its create is).
           sandbox: { owner: { installationId: owner.installationId, sandboxId: owner.deployId }, limits: deps.limits },
         });
       } catch (err) {
@@ -42,7 +42,7 @@ export function createLocalAppProvider(deps: {
     },
 
     async run({ name, image, spec, env, owner }) {
-      const id = await driver.createApp({
+      const id = await driver.create({
         name,
         image,
         env,
@@ -51,17 +51,21 @@ export function createLocalAppProvider(deps: {
         owner,
         limits: deps.limits,
       });
-      await driver.start(id);
-      const info = await driver.inspectApp(id);
-      if (!info?.endpoint) {
+      const info = await driver.start(id);
+      if (!info.endpoint) {
         await driver.remove(id).catch(() => {});
         throw new Error("the app's container has no address the API can reach");
       }
       return { id, endpoint: info.endpoint };
     },
 
-    inspect: (id) => driver.inspectApp(id),
-    list: (installationId) => driver.listApps(installationId),
+    inspect: async (id) => {
+      const info = await driver.inspect(id);
+      return info?.kind === "app" ? info : undefined;
+    },
+    // The installation's sandboxes are never the deploys': the app reconciler removes every container it lists
+    // that no active deploy owns.
+    list: async (installationId) => (await driver.list(installationId)).filter((c) => c.kind === "app"),
     remove: (id) => driver.remove(id),
 
     async logs(id, options) {

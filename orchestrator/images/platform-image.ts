@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { copyFileSync, linkSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { SandboxDriver } from "../sandbox/driver.ts";
+import type { ImageVerbs } from "../sandbox/driver.ts";
 
 export type PlatformImageOptions = {
   /** The package root: images/sandbox and dist/sandbox live under it. */
@@ -42,7 +42,7 @@ function imageKey(files: Record<string, string>, baseImage: string): string {
 }
 
 /** The platform sandbox image, built once per change of its inputs: `svc-sandbox:<key>`. */
-async function ensurePlatformImage(driver: SandboxDriver, options: PlatformImageOptions): Promise<string> {
+async function ensurePlatformImage(driver: ImageVerbs, options: PlatformImageOptions): Promise<string> {
   const files = sources(options);
   const tag = `svc-sandbox:${imageKey(files, options.baseImage)}`;
   if (await driver.imageExists(tag)) return tag;
@@ -67,7 +67,7 @@ async function ensurePlatformImage(driver: SandboxDriver, options: PlatformImage
 }
 
 /** The platform image, resolved once per process; a failed build is tried again on the next call. */
-export function platformImageResolver(driver: SandboxDriver, options: PlatformImageOptions): () => Promise<string> {
+export function platformImageResolver(driver: ImageVerbs, options: PlatformImageOptions): () => Promise<string> {
   let image: Promise<string> | undefined;
   return () => {
     if (!image) {

@@ -1,5 +1,5 @@
 import { OrchestratorError } from "../errors.ts";
-import type { ImageBuild, SandboxDriver } from "../sandbox/driver.ts";
+import type { ImageBuild, ImageVerbs } from "../sandbox/driver.ts";
 import { gitArchive, gitOut } from "./git-out.ts";
 
 /**
@@ -12,7 +12,7 @@ import { gitArchive, gitOut } from "./git-out.ts";
  * platform image itself. `onStep` hears each build step as it starts.
  */
 export async function resolveSessionImage(
-  driver: SandboxDriver,
+  driver: ImageVerbs,
   options: {
     gitDir: string;
     branch: string;

@@ -2,7 +2,7 @@ import { SANDBOX_WORKSPACE, SandboxEnv, SESSION_ENV_FILE } from "../../protocol/
 import { redact } from "../../protocol/redact.ts";
 import { CLONE_CREDENTIAL_PREFIX, SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
 import { sensitiveValues } from "../provisioning/sandbox-env.ts";
-import type { SandboxDriver, SandboxExec, SandboxLogLine } from "./driver.ts";
+import type { ContainerVerbs, SandboxExec, SandboxLogLine } from "./driver.ts";
 
 /** Any of the platform's credentials, whichever sandbox or process printed it. */
 const PLATFORM_CREDENTIAL = new RegExp(
@@ -16,7 +16,7 @@ export type ExecRequest = { cmd: string[]; tty: boolean; stdin: boolean; cols?: 
  * What a person reaches inside their session's sandbox (`svc sessions logs|exec|shell`): its log, with the
  * credentials and secret values it was given masked, and commands run in its workspace as its own user.
  */
-export function createSandboxAccess(driver: SandboxDriver) {
+export function createSandboxAccess(driver: ContainerVerbs) {
   /** A claimed pooled sandbox's session variables, which its container's own environment cannot hold. */
   async function sessionEnv(containerId: string): Promise<string[]> {
     if ((await driver.environment(containerId))[SandboxEnv.pooled] !== "1") return [];

@@ -4,15 +4,14 @@ import { OrchestratorError } from "../errors.ts";
 import { buildFences, runBuild } from "./docker-build.ts";
 import { demux, linesOf } from "./docker-streams.ts";
 import type {
-  AppContainerInfo,
   AppContainerSpec,
+  ContainerInfo,
   ExecSpec,
   ImageBuild,
   NetworkOwner,
   SandboxDriver,
   SandboxEgress,
   SandboxExec,
-  SandboxInfo,
   SandboxSpec,
 } from "./driver.ts";
 import { type ContainerAddresses, type SandboxNetworking, type SandboxPlacement, statusOf } from "./networking.ts";
@@ -98,33 +97,32 @@ export function createDockerDriver(options: {
   const port = `${options.servicePort}/tcp`;
   const networking = options.networking ?? sharedNetworking({ docker });
 
+  /** An app's container carries its deploy's label; any other is taken for a sandbox, owner or not. */
   const toInfo = (
     id: string,
     name: string,
     running: boolean,
     labels: Record<string, string> | undefined,
     addresses: ContainerAddresses,
-  ): SandboxInfo => ({
-    id,
-    name: name.replace(/^\//, ""),
-    running,
-    owner: toOwner(labels),
-    endpoint: running ? networking.endpoint(addresses, options.servicePort) : null,
-    pool: labels?.[POOL_LABEL] ?? null,
-  });
-
-  const toAppInfo = (
-    id: string,
-    running: boolean,
-    labels: Record<string, string> | undefined,
-    addresses: ContainerAddresses,
-  ): AppContainerInfo => {
-    const appPort = Number(labels?.[PORT_LABEL]);
+  ): ContainerInfo => {
+    if (labels?.[APP_LABELS.deployId]) {
+      const appPort = Number(labels[PORT_LABEL]);
+      return {
+        kind: "app",
+        id,
+        running,
+        owner: toAppOwner(labels),
+        endpoint: running && appPort ? networking.endpoint(addresses, appPort) : null,
+      };
+    }
     return {
+      kind: "sandbox",
       id,
+      name: name.replace(/^\//, ""),
       running,
-      owner: toAppOwner(labels),
-      endpoint: running && appPort ? networking.endpoint(addresses, appPort) : null,
+      owner: toOwner(labels),
+      endpoint: running ? networking.endpoint(addresses, options.servicePort) : null,
+      pool: labels?.[POOL_LABEL] ?? null,
     };
   };
 
@@ -169,7 +167,36 @@ export function createDockerDriver(options: {
     return buildFences(await networking.place(sandbox.owner, options.servicePort), sandbox.limits);
   }
 
-  async function inspect(id: string): Promise<SandboxInfo | undefined> {
+  function createSandbox(spec: SandboxSpec): Promise<string> {
+    return createContainer(
+      spec.owner,
+      options.servicePort,
+      (placement) => ({
+        name: spec.name,
+        Image: spec.image,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Labels: { ...toLabels(spec.owner), ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}) },
+        ExposedPorts: { [port]: {} },
+        HostConfig: hostConfig(placement, spec.limits),
+      }),
+      spec.egress,
+    );
+  }
+
+  function createApp(spec: AppContainerSpec): Promise<string> {
+    const network = { installationId: spec.owner.installationId, sandboxId: spec.owner.deployId };
+    return createContainer(network, spec.port, (placement) => ({
+      name: spec.name,
+      Image: spec.image,
+      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+      Labels: toAppLabels(spec.owner),
+      ExposedPorts: { [`${spec.port}/tcp`]: {} },
+      ...(spec.command ? { Entrypoint: ["sh", "-c"], Cmd: [spec.command] } : {}),
+      HostConfig: hostConfig(placement, spec.limits),
+    }));
+  }
+
+  async function inspect(id: string): Promise<ContainerInfo | undefined> {
     try {
       const raw = await docker.getContainer(id).inspect();
       return toInfo(raw.Id, raw.Name, raw.State.Running, raw.Config.Labels, addressesOfInspect(raw));
@@ -180,67 +207,13 @@ export function createDockerDriver(options: {
   }
 
   return withOrchestratorErrors({
-    async create(spec: SandboxSpec) {
-      return createContainer(
-        spec.owner,
-        options.servicePort,
-        (placement) => ({
-          name: spec.name,
-          Image: spec.image,
-          Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-          Labels: { ...toLabels(spec.owner), ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}) },
-          ExposedPorts: { [port]: {} },
-          HostConfig: hostConfig(placement, spec.limits),
-        }),
-        spec.egress,
-      );
-    },
-
-    async createApp(spec: AppContainerSpec) {
-      const network = { installationId: spec.owner.installationId, sandboxId: spec.owner.deployId };
-      return createContainer(network, spec.port, (placement) => ({
-        name: spec.name,
-        Image: spec.image,
-        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: toAppLabels(spec.owner),
-        ExposedPorts: { [`${spec.port}/tcp`]: {} },
-        ...(spec.command ? { Entrypoint: ["sh", "-c"], Cmd: [spec.command] } : {}),
-        HostConfig: hostConfig(placement, spec.limits),
-      }));
-    },
-
-    async inspectApp(id: string) {
-      try {
-        const raw = await docker.getContainer(id).inspect();
-        return toAppInfo(raw.Id, raw.State.Running, raw.Config.Labels, addressesOfInspect(raw));
-      } catch (err) {
-        if (statusOf(err) === 404) return undefined;
-        throw err;
-      }
-    },
-
-    async listApps(installationId: string) {
-      const list = await docker.listContainers({
-        all: true,
-        filters: { label: [`${APP_LABELS.installationId}=${installationId}`, APP_LABELS.deployId] },
-      });
-      return list.map((c) => toAppInfo(c.Id, c.State === "running", c.Labels, addressesOfListing(c)));
-    },
+    create: (spec: SandboxSpec | AppContainerSpec) => ("servicePort" in spec ? createSandbox(spec) : createApp(spec)),
 
     async start(id: string) {
       await docker.getContainer(id).start();
       const info = await inspect(id);
       if (!info) throw new Error(`container ${id} vanished after start`);
       return info;
-    },
-
-    async stop(id: string) {
-      try {
-        await docker.getContainer(id).stop({ t: 5 });
-      } catch (err) {
-        const code = statusOf(err);
-        if (code !== 304 && code !== 404) throw err;
-      }
     },
 
     async remove(id: string) {
@@ -263,16 +236,16 @@ export function createDockerDriver(options: {
 
     inspect,
 
-    networks: (installationId: string) => networking.sharedNetworks(installationId),
-    limitHost: (access) => networking.limitHost(access),
-    unlimitHost: (access) => networking.unlimitHost(access),
-
-    async listOwned(installationId: string) {
+    async list(installationId: string) {
       const list = await docker.listContainers({
         all: true,
-        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`, OWNER_LABELS.sandboxId] },
+        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`] },
       });
-      return list.map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
+      // Only what this driver made, by its sandbox's or deploy's label: a container someone else gave the
+      // installation's label is no caller's to remove.
+      return list
+        .filter((c) => c.Labels[OWNER_LABELS.sandboxId] || c.Labels[APP_LABELS.deployId])
+        .map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
     },
 
     async diskUsage(installationId: string) {
@@ -286,33 +259,6 @@ export function createDockerDriver(options: {
         sandboxId: c.Labels[OWNER_LABELS.sandboxId]!,
         bytes: c.SizeRw ?? 0,
       }));
-    },
-
-    async imageExists(tag: string) {
-      try {
-        await docker.getImage(tag).inspect();
-        return true;
-      } catch {
-        return false;
-      }
-    },
-
-    async buildImage(build: ImageBuild, onStep?: (step: string) => void) {
-      // Read from now on, before the fences' network is looked up: a child process's output (git archive) that is
-      // not being read when the process exits is thrown away.
-      const context =
-        "dir" in build.context
-          ? { context: build.context.dir, src: build.context.files }
-          : build.context.pipe(new PassThrough());
-      if (!build.sandbox) return runBuild(docker, build, context, {}, onStep);
-      try {
-        return await runBuild(docker, build, context, await fencesFor(build.sandbox), onStep);
-      } catch (err) {
-        // The attached layout made the sandbox's own network for this build, for the sandbox to join next under the
-        // same id: no sandbox follows a failed build to use or remove it.
-        await networking.release(build.sandbox.owner.sandboxId).catch(() => {});
-        throw err;
-      }
     },
 
     async logs(id, options) {
@@ -368,5 +314,36 @@ export function createDockerDriver(options: {
       const env = (await docker.getContainer(id).inspect()).Config.Env ?? [];
       return Object.fromEntries(env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
     },
+
+    async imageExists(tag: string) {
+      try {
+        await docker.getImage(tag).inspect();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+
+    async buildImage(build: ImageBuild, onStep?: (step: string) => void) {
+      // Read from now on, before the fences' network is looked up: a child process's output (git archive) that is
+      // not being read when the process exits is thrown away.
+      const context =
+        "dir" in build.context
+          ? { context: build.context.dir, src: build.context.files }
+          : build.context.pipe(new PassThrough());
+      if (!build.sandbox) return runBuild(docker, build, context, {}, onStep);
+      try {
+        return await runBuild(docker, build, context, await fencesFor(build.sandbox), onStep);
+      } catch (err) {
+        // The attached layout made the sandbox's own network for this build, for the sandbox to join next under the
+        // same id: no sandbox follows a failed build to use or remove it.
+        await networking.release(build.sandbox.owner.sandboxId).catch(() => {});
+        throw err;
+      }
+    },
+
+    networks: (installationId: string) => networking.sharedNetworks(installationId),
+    limitHost: (access) => networking.limitHost(access),
+    unlimitHost: (access) => networking.unlimitHost(access),
   });
 }

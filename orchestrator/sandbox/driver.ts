@@ -1,7 +1,7 @@
 /**
- * What the orchestrator needs from a sandbox backend. Docker implements it now (docker-driver.ts); a
- * Kubernetes driver would implement the same calls plus image builds. Failures reject with an
- * OrchestratorError (errors.ts), never with the backend's own error type.
+ * What the orchestrator needs from a sandbox backend: the few verbs every engine can provide, so that another
+ * (Docker Swarm, Kubernetes) implements the same ones. Docker implements them now (docker-driver.ts). Failures reject
+ * with an OrchestratorError (errors.ts), never with the backend's own error type.
  *
  * Isolation is the driver's business and every driver provides it: a sandbox reaches the host (the API and the
  * model gateway, by the host alias) and the outside world, never another sandbox's ports; its service port is
@@ -57,6 +57,7 @@ export type AppContainerSpec = {
 };
 
 export type AppContainerInfo = {
+  kind: "app";
   id: string;
   running: boolean;
   owner: Partial<AppOwner>;
@@ -79,6 +80,7 @@ export type SandboxSpec = {
 };
 
 export type SandboxInfo = {
+  kind: "sandbox";
   id: string;
   name: string;
   running: boolean;
@@ -89,6 +91,8 @@ export type SandboxInfo = {
   /** SandboxSpec.pool of a warm-pool sandbox. */
   pool: string | null;
 };
+
+export type ContainerInfo = SandboxInfo | AppContainerInfo;
 
 /** Bytes a running sandbox has written beyond its image. */
 export type SandboxDiskUsage = { sandboxId: string; bytes: number };
@@ -138,12 +142,43 @@ export type SandboxExec = {
   close(): void;
 };
 
-export type SandboxDriver = {
-  create(spec: SandboxSpec): Promise<string>;
-  start(id: string): Promise<SandboxInfo>;
-  stop(id: string): Promise<void>;
+/**
+ * Containers: to an engine a sandbox and an app's container are one kind of thing (placed, limited and fenced
+ * alike), so one set of verbs serves both; a spec's `servicePort` and an info's `kind` tell them apart.
+ */
+export type ContainerVerbs = {
+  create(spec: SandboxSpec | AppContainerSpec): Promise<string>;
+  start(id: string): Promise<ContainerInfo>;
   remove(id: string): Promise<void>;
-  inspect(id: string): Promise<SandboxInfo | undefined>;
+  inspect(id: string): Promise<ContainerInfo | undefined>;
+  /** Every container of one installation, sandboxes and apps, running or not: each caller keeps the kind it owns
+   * (the reconciler must never remove an app's container, nor the app deployer a sandbox). */
+  list(installationId: string): Promise<ContainerInfo[]>;
+  /** What each running sandbox of one installation has written to its own disk (Docker: its writable layer). */
+  diskUsage(installationId: string): Promise<SandboxDiskUsage[]>;
+  /** The container's output so far, then (`follow`) as it comes until it stops or `signal` aborts. */
+  logs(
+    id: string,
+    options: { follow: boolean; tail?: number; signal: AbortSignal },
+  ): Promise<AsyncIterable<SandboxLogLine>>;
+  exec(id: string, spec: ExecSpec): Promise<SandboxExec>;
+  /** The environment the container was created with: its secrets, for masking them in what it prints. */
+  environment(id: string): Promise<Record<string, string>>;
+};
+
+/** Images: what sandboxes and apps run, built by the engine that runs them. */
+export type ImageVerbs = {
+  imageExists(tag: string): Promise<boolean>;
+  /**
+   * Builds and tags an image, telling `onStep` each step as it starts (`2/5 RUN make`); resolves with the build
+   * log, as plain text (protocol/terminal-text.ts). A failure rejects with IMAGE_BUILD_FAILED whose message names
+   * the failing step and whose `log` is that step's output.
+   */
+  buildImage(build: ImageBuild, onStep?: (step: string) => void): Promise<string>;
+};
+
+/** The host: where the API meets its sandboxes, and what of the host they may reach. */
+export type HostVerbs = {
   /** The installation's sandbox networks that exist (sandboxes make them): the API listens on their host
    * addresses at start, for sandboxes still running from before. */
   networks(installationId: string): Promise<SandboxNetwork[]>;
@@ -156,28 +191,7 @@ export type SandboxDriver = {
   limitHost(access: HostAccess): Promise<HostAccessState | undefined>;
   /** The holder's ports close; once no holder is left the host is open to the sandboxes again (the API stopped). */
   unlimitHost(access: Pick<HostAccess, "installationId" | "holder">): Promise<void>;
-  /** Every sandbox of one installation, running or not (never its apps' containers). */
-  listOwned(installationId: string): Promise<SandboxInfo[]>;
-  /** What each running sandbox of one installation has written to its own disk (Docker: its writable layer). */
-  diskUsage(installationId: string): Promise<SandboxDiskUsage[]>;
-  /** Creates an app's container (start, stop, remove, logs and environment work on it as on a sandbox). */
-  createApp(spec: AppContainerSpec): Promise<string>;
-  inspectApp(id: string): Promise<AppContainerInfo | undefined>;
-  /** Every app container of one installation, running or not. */
-  listApps(installationId: string): Promise<AppContainerInfo[]>;
-  imageExists(tag: string): Promise<boolean>;
-  /**
-   * Builds and tags an image, telling `onStep` each step as it starts (`2/5 RUN make`); resolves with the build
-   * log, as plain text (protocol/terminal-text.ts). A failure rejects with IMAGE_BUILD_FAILED whose message names
-   * the failing step and whose `log` is that step's output.
-   */
-  buildImage(build: ImageBuild, onStep?: (step: string) => void): Promise<string>;
-  /** The sandbox's output so far, then (`follow`) as it comes until the sandbox stops or `signal` aborts. */
-  logs(
-    id: string,
-    options: { follow: boolean; tail?: number; signal: AbortSignal },
-  ): Promise<AsyncIterable<SandboxLogLine>>;
-  exec(id: string, spec: ExecSpec): Promise<SandboxExec>;
-  /** The environment the sandbox was created with. */
-  environment(id: string): Promise<Record<string, string>>;
 };
+
+/** A module that needs only a part says so in its deps (ContainerVerbs, ImageVerbs, HostVerbs). */
+export type SandboxDriver = ContainerVerbs & ImageVerbs & HostVerbs;

@@ -1,15 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { OrchestratorError } from "../../orchestrator/errors.ts";
 import type {
-  AppContainerInfo,
   AppContainerSpec,
   AppOwner,
+  ContainerInfo,
   HostAccess,
   ImageBuild,
   SandboxDriver,
   SandboxEgress,
   SandboxExec,
-  SandboxInfo,
   SandboxLogLine,
   SandboxOwner,
   SandboxSpec,
@@ -138,21 +137,18 @@ export function createMemoryDriver() {
   const endpointOf = (c: MemoryContainer) =>
     c.running ? `http://${c.id.slice(0, 12)}.${c.kind === "app" ? APP_DOMAIN : SANDBOX_DOMAIN}:${c.port}` : null;
 
-  const sandboxInfo = (c: MemoryContainer): SandboxInfo => ({
-    id: c.id,
-    name: c.name,
-    running: c.running,
-    owner: { ...c.owner },
-    endpoint: endpointOf(c),
-    pool: c.pool,
-  });
-
-  const appInfo = (c: MemoryContainer): AppContainerInfo => ({
-    id: c.id,
-    running: c.running,
-    owner: { ...c.owner },
-    endpoint: endpointOf(c),
-  });
+  const info = (c: MemoryContainer): ContainerInfo =>
+    c.kind === "app"
+      ? { kind: "app", id: c.id, running: c.running, owner: { ...c.owner }, endpoint: endpointOf(c) }
+      : {
+          kind: "sandbox",
+          id: c.id,
+          name: c.name,
+          running: c.running,
+          owner: { ...c.owner },
+          endpoint: endpointOf(c),
+          pool: c.pool,
+        };
 
   const booting = (c: MemoryContainer) =>
     c.pool !== null && c.daemon?.pool !== "ready" && c.daemon?.pool !== "claimed" && c.daemon?.pool !== "failed";
@@ -261,8 +257,22 @@ export function createMemoryDriver() {
   }
 
   const driver: SandboxDriver = {
-    async create(spec: SandboxSpec) {
+    async create(spec: SandboxSpec | AppContainerSpec) {
       injected("create", [spec]);
+      if (!("servicePort" in spec)) {
+        return add({
+          name: spec.name,
+          kind: "app",
+          image: spec.image,
+          env: { ...spec.env },
+          owner: { ...spec.owner },
+          pool: null,
+          egress: "open",
+          port: spec.port,
+          healthy: behaviour.appHealthy,
+          daemon: undefined,
+        });
+      }
       const pooled = spec.env[SandboxEnv.pooled] === "1";
       const autoClone = spec.env[SandboxEnv.autoClone] === "1";
       const serviceKey = spec.env[SandboxEnv.serviceKey];
@@ -289,22 +299,6 @@ export function createMemoryDriver() {
       });
     },
 
-    async createApp(spec: AppContainerSpec) {
-      injected("createApp", [spec]);
-      return add({
-        name: spec.name,
-        kind: "app",
-        image: spec.image,
-        env: { ...spec.env },
-        owner: { ...spec.owner },
-        pool: null,
-        egress: "open",
-        port: spec.port,
-        healthy: behaviour.appHealthy,
-        daemon: undefined,
-      });
-    },
-
     async start(id: string) {
       injected("start", [id]);
       const c = get(id, "start");
@@ -317,13 +311,7 @@ export function createMemoryDriver() {
             ? { state: "failed", commit: null, error: "could not read from remote repository" }
             : { state: behaviour.clone, commit: null, error: null };
       }
-      return sandboxInfo(c);
-    },
-
-    async stop(id: string) {
-      injected("stop", [id]);
-      const c = containers.get(id);
-      if (c) c.running = false;
+      return info(c);
     },
 
     async remove(id: string) {
@@ -338,13 +326,12 @@ export function createMemoryDriver() {
     async inspect(id: string) {
       injected("inspect", [id]);
       const c = containers.get(id);
-      return c && c.kind === "sandbox" ? sandboxInfo(c) : undefined;
+      return c && info(c);
     },
 
-    async inspectApp(id: string) {
-      injected("inspectApp", [id]);
-      const c = containers.get(id);
-      return c && c.kind === "app" ? appInfo(c) : undefined;
+    async list(installationId: string) {
+      injected("list", [installationId]);
+      return [...containers.values()].filter((c) => c.owner.installationId === installationId).map(info);
     },
 
     async networks() {
@@ -361,20 +348,6 @@ export function createMemoryDriver() {
 
     async unlimitHost(access) {
       hostHolders.get(access.installationId)?.delete(access.holder);
-    },
-
-    async listOwned(installationId: string) {
-      injected("listOwned", [installationId]);
-      return [...containers.values()]
-        .filter((c) => c.kind === "sandbox" && c.owner.installationId === installationId)
-        .map(sandboxInfo);
-    },
-
-    async listApps(installationId: string) {
-      injected("listApps", [installationId]);
-      return [...containers.values()]
-        .filter((c) => c.kind === "app" && c.owner.installationId === installationId)
-        .map(appInfo);
     },
 
     async diskUsage(installationId: string) {
