@@ -7,46 +7,30 @@ const tiers = tierFiles(fileURLToPath(new URL(".", import.meta.url)));
 // The CLI bundle the api and docker tiers' tests spawn, built once per run; unit tests need none.
 const BUILD = "test/support/build-once.ts";
 
-/** A tier's worker count from the environment (SVC_TEST_API_WORKERS, SVC_TEST_DOCKER_WORKERS), else `fallback`. */
-function workers(variable: string, fallback: number): number {
-  const value = process.env[variable];
-  if (value === undefined || value === "") return fallback;
-  if (!/^[1-9][0-9]*$/.test(value)) throw new Error(`${variable} must be a whole number of workers, not '${value}'`);
+/** Files run at once, in every tier: SVC_TEST_WORKERS, else 2. */
+function workers(): number {
+  const value = process.env.SVC_TEST_WORKERS;
+  if (value === undefined || value === "") return 2;
+  if (!/^[1-9][0-9]*$/.test(value))
+    throw new Error(`SVC_TEST_WORKERS must be a whole number of workers, not '${value}'`);
   return Number(value);
 }
 
-// One file at a time in the api and docker tiers (README, "Test and measure", has the measurements): the api tier's
-// files are CPU-bound, so a second worker on two cores gains nothing; two docker workers cut that tier by a third
-// (644 s to 407 s) but made timing-sensitive files fail. Unit files take Vitest's default (cores - 1). Tiers with
-// their own worker counts run one after another (sequence.groupOrder): unit, api, docker.
+// Two files at a time, the three tiers in one queue (README, "Test and measure", has the measurements). The machine
+// has two cores and the suite is CPU-bound (sandboxes, PGlite, the CLI's processes): three workers took 719 s where
+// two took 642 s. Vitest runs a group's projects on one pool of workers, so the tiers share one count; a tier on
+// its own (npm run test:unit) starts at once anyway.
+const tier = (name: string, include: string[], globalSetup: string[] = []) => ({
+  extends: true as const,
+  test: { name, include, globalSetup, maxWorkers: workers(), sequence: { groupOrder: 0 } },
+});
+
 export default defineConfig({
   test: {
     pool: "forks",
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ["default", "./test/support/tier-times.ts"],
-    projects: [
-      { extends: true, test: { name: "unit", include: tiers.unit, sequence: { groupOrder: 0 } } },
-      {
-        extends: true,
-        test: {
-          name: "api",
-          include: tiers.api,
-          globalSetup: [BUILD],
-          maxWorkers: workers("SVC_TEST_API_WORKERS", 2),
-          sequence: { groupOrder: 1 },
-        },
-      },
-      {
-        extends: true,
-        test: {
-          name: "docker",
-          include: tiers.docker,
-          globalSetup: [BUILD],
-          maxWorkers: workers("SVC_TEST_DOCKER_WORKERS", 2),
-          sequence: { groupOrder: 1 },
-        },
-      },
-    ],
+    projects: [tier("unit", tiers.unit), tier("api", tiers.api, [BUILD]), tier("docker", tiers.docker, [BUILD])],
   },
 });

@@ -2,10 +2,11 @@ import { randomUUID } from "node:crypto";
 import { chmodSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
-import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from "fastify";
-import { createOrchestrator, type Orchestrator } from "../orchestrator/orchestrator.ts";
+import Fastify, { type FastifyInstance, LogController } from "fastify";
+import { type BackgroundWorkOptions, createOrchestrator, type Orchestrator } from "../orchestrator/orchestrator.ts";
 import type { ProvisionerSettings } from "../orchestrator/provisioning/provisioner.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
+import { createTriggerScheduler } from "../orchestrator/triggers/scheduler.ts";
 import { GIT_MAX_PUSH_MB_DEFAULT } from "../protocol/stack-settings.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
@@ -13,7 +14,7 @@ import { createAccountStore } from "./accounts/store.ts";
 import { adoptRestoredData } from "./admin/restore.ts";
 import { adminRoutes } from "./admin/routes.ts";
 import { appGrantKey } from "./apps/app-grant.ts";
-import { APP_ENDPOINT_TTL_MS, type AppHosts, createAppHosts } from "./apps/app-host.ts";
+import { APP_ENDPOINT_TTL_MS, createAppHosts } from "./apps/app-host.ts";
 import { createAppsPort } from "./apps/port.ts";
 import { appRoutes } from "./apps/routes.ts";
 import { createAppService } from "./apps/service.ts";
@@ -46,12 +47,12 @@ import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
 import { createForwarder } from "./http/forward.ts";
+import { createLogger } from "./http/logger.ts";
 import { registerInputChecks } from "./http/validate.ts";
 import { createCliBundleSource, defaultCliBundlePath } from "./install/cli-bundle.ts";
 import { installRoutes } from "./install/routes.ts";
 import { createManifestReader } from "./manifest/reader.ts";
-import { PREVIEW_PARAM } from "./previews/grant.ts";
-import { createPreviews, type Previews } from "./previews/proxy.ts";
+import { createPreviews } from "./previews/proxy.ts";
 import { tunnelPreviews } from "./previews/tunnel.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
@@ -65,7 +66,6 @@ import {
   createSessionService,
   SANDBOX_SERVICE_KEY_CONTEXT,
   type SandboxTarget,
-  type SessionService,
   type SessionSettings,
 } from "./sessions/service.ts";
 import { createSessionStore } from "./sessions/store.ts";
@@ -160,19 +160,6 @@ export function createServices(
     instanceId,
   });
   const triggerStore = createTriggerStore(sql);
-  // A genuine cycle: firing a trigger creates a session, the session service needs the orchestrator, and the
-  // orchestrator is built with the trigger port that fires. Assigned once, below, before anything fires.
-  let sessions: SessionService | undefined;
-  const triggers = createTriggerService({
-    store: triggerStore,
-    manifests,
-    repos,
-    changeRequests,
-    sessions: () => sessions,
-    instanceId,
-  });
-
-  const triggerPort = createTriggerPort({ store: triggerStore, projects, manifests, triggers });
   const sessionStore = createSessionStore(sql, events);
   // `[sandbox] egress`: which sandboxes go out through the proxy, and the proxy (on the API's port) that enforces it.
   const egress = createEgress({
@@ -220,7 +207,6 @@ export function createServices(
       sealServiceKey: (key) => cipher?.encrypt(key, SANDBOX_SERVICE_KEY_CONTEXT) ?? null,
       egress: egress.port,
       onSandboxClosed: (sessionId) => sandboxTargets.delete(sessionId),
-      triggers: triggerPort,
       apps:
         options.apps?.provider === "local"
           ? {
@@ -235,10 +221,33 @@ export function createServices(
   }
 
   const orchestrator = options.orchestrator && composeOrchestrator(options.orchestrator);
+  const sessions =
+    orchestrator &&
+    createSessionService({
+      store: sessionStore,
+      provisioner: orchestrator.provisioner,
+      access: orchestrator.access,
+      settings: options.orchestrator!.settings,
+      instanceId,
+      cipher,
+      sandboxTargets,
+      events,
+    });
+  const triggers = createTriggerService({
+    store: triggerStore,
+    manifests,
+    repos,
+    changeRequests,
+    sessions,
+    instanceId,
+  });
+  const triggerPort = createTriggerPort({ store: triggerStore, projects, manifests, triggers });
+  // Made here, not by the orchestrator: a firing creates a session, and the session service needs the orchestrator.
+  const triggerScheduler = createTriggerScheduler({ port: triggerPort, log });
   if (orchestrator) {
     // A default branch that may have moved: its manifest's triggers and apps are read again.
     const reloadTriggers = (projectId: string) => {
-      void orchestrator.reloadTriggers(projectId).catch((err) => log("trigger reload failed", { error: String(err) }));
+      void triggerScheduler.reload(projectId).catch((err) => log("trigger reload failed", { error: String(err) }));
       void orchestrator.apps?.sync(projectId).catch((err) => log("app sync failed", { error: String(err) }));
       // On a standby the reload does nothing: refreshing the stored manifest is what tells the leader.
       void projects
@@ -252,18 +261,17 @@ export function createServices(
       if (change === "merged") reloadTriggers(project.id);
     });
   }
-  sessions =
-    orchestrator &&
-    createSessionService({
-      store: sessionStore,
-      provisioner: orchestrator.provisioner,
-      access: orchestrator.access,
-      settings: options.orchestrator!.settings,
-      instanceId,
-      cipher,
-      sandboxTargets,
-      events,
-    });
+
+  /** The orchestrator's background work and the trigger scheduler; without an orchestrator nothing runs or fires. */
+  function startBackgroundWork(work: BackgroundWorkOptions): () => void {
+    if (!orchestrator) return () => {};
+    const stopOrchestrator = orchestrator.startBackgroundWork(work);
+    void triggerScheduler.start(work.cluster.lead);
+    return () => {
+      stopOrchestrator();
+      triggerScheduler.stop();
+    };
+  }
   const slack = options.slack ?? { apiUrl: "https://slack.com/api" };
   const channelStore = createChannelStore(sql);
   const channels = createChannelBridge({
@@ -310,6 +318,8 @@ export function createServices(
     manifests,
     triggers,
     triggerPort,
+    triggerScheduler,
+    startBackgroundWork,
     apps,
     appDeploys,
     appEndpoints,
@@ -326,47 +336,38 @@ export function createServices(
 export type Services = ReturnType<typeof createServices>;
 
 export async function buildApp(options: AppOptions): Promise<{ app: FastifyInstance; services: Services }> {
-  // Preview hosts (`<port>-<session>.<domain>`) own every path, so they are routed before Fastify sees them.
-  let previews: Previews | undefined;
-  let appHosts: AppHosts | undefined;
-  // A sandbox's proxied plain-http requests (absolute URIs) are the egress proxy's, never a route's.
-  let egressProxy: Services["egressProxy"] | undefined;
+  const logger = createLogger(options.logLevel);
+  // Data `svc self-host restore` put here becomes an installation of its own before its id is read.
+  await adoptRestoredData({
+    sql: options.sql,
+    dataDir: options.dataDir,
+    log: (msg, extra) => logger.info(extra, msg),
+  });
+  const [installation] = await options.sql.query<{ id: string }>("select id from installation");
+  const services = createServices(options, installation!.id, (msg, extra) => logger.warn(extra ?? {}, msg));
+  // One keep-alive pool per sandbox for everything the API forwards to it.
+  const forward = createForwarder();
+  const previews = createPreviews(services, forward, (err) => logger.error({ err }, "preview failed"));
+  const appHosts = createAppHosts(services, forward, (err) => logger.error({ err }, "app request failed"));
+  // A sandbox's proxied plain-http requests (absolute URIs) and its CONNECTs are the egress proxy's, never a route's.
+  const egressProxy = services.orchestrator && services.egressProxy;
   const app = Fastify({
+    loggerInstance: logger,
+    // Preview hosts (`<port>-<session>.<domain>`) and app hosts own every path, so they are routed before Fastify.
     serverFactory: (handler) =>
       createServer((req, res) => {
         if (egressProxy?.owns(req)) return egressProxy.request(req, res);
-        if (!previews?.serveHost(req, res) && !appHosts?.serveHost(req, res)) handler(req, res);
+        if (!previews.serveHost(req, res) && !appHosts.serveHost(req, res)) handler(req, res);
       }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     // The router's and the HTTP parser's own refusals answer in the catalogue's shape too.
     frameworkErrors,
     clientErrorHandler,
-    logger: {
-      level: options.logLevel ?? "info",
-      // Tokens travel in these headers; they must never reach a log line.
-      redact: ["req.headers.authorization", 'req.headers["x-svc-user-context"]'],
-      serializers: {
-        req: (req: FastifyRequest) => ({
-          method: req.method,
-          url: req.url.replace(new RegExp(`([?&]${PREVIEW_PARAM}=)[^&]*`, "g"), "$1[redacted]"),
-          host: req.host,
-          remoteAddress: req.ip,
-        }),
-      },
-    },
     // One line per request would dominate the log and the hot path; debug turns it back on.
     logController: new LogController({
       disableRequestLogging: options.logLevel !== "debug" && options.logLevel !== "trace",
     }),
   });
-  // Data `svc self-host restore` put here becomes an installation of its own before its id is read.
-  await adoptRestoredData({
-    sql: options.sql,
-    dataDir: options.dataDir,
-    log: (msg, extra) => app.log.info(extra, msg),
-  });
-  const [installation] = await options.sql.query<{ id: string }>("select id from installation");
-  const services = createServices(options, installation!.id, (msg, extra) => app.log.warn(extra ?? {}, msg));
   // A closing API takes its warm pool's sandboxes with it: nobody else could claim them.
   app.addHook("onClose", async () => services.orchestrator?.provisioner.stopPool());
   services.orchestrator?.provisioner.startPool();
@@ -382,10 +383,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
       ?.releaseHost()
       .catch((err) => app.log.warn({ error: String(err) }, "could not remove the host firewall"));
   });
-  if (services.orchestrator) {
-    egressProxy = services.egressProxy;
-    app.server.on("connect", (req, socket, head) => egressProxy?.connect(req, socket, head));
-  }
+  if (egressProxy) app.server.on("connect", (req, socket, head) => egressProxy.connect(req, socket, head));
   registerErrorHandler(app);
   registerInputChecks(app);
   registerAuthentication(app, services);
@@ -419,19 +417,15 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
     log: (msg, extra) => app.log.warn(extra, msg),
   });
   await app.register(installRoutes({ publicUrl: services.publicUrl, cliBundle }));
-  // One keep-alive pool per sandbox for everything the API forwards to it.
-  const forward = createForwarder();
   await app.register(dashboardRoutes(services, forward), { prefix: "/dashboard" });
   await app.register(agentRoutes(services, forward));
   await app.register(sandboxLogRoutes(services));
-  previews = createPreviews(services, forward, (err) => app.log.error({ err }, "preview failed"));
   tunnelPreviews(app.server, previews.admit);
-  appHosts = createAppHosts(services, forward, (err) => app.log.error({ err }, "app request failed"));
   const exec = execUpgrade(services, (err) => app.log.error({ err }, "exec failed"));
   app.server.on(
     "upgrade",
     (req, socket, head) =>
-      exec(req, socket, head) || appHosts?.upgrade(req, socket, head) || previews?.upgrade(req, socket, head),
+      exec(req, socket, head) || appHosts.upgrade(req, socket, head) || previews.upgrade(req, socket, head),
   );
   return { app, services };
 }

@@ -79,9 +79,7 @@ if (backend && o.networking.kind === "attached") {
   if (joined > 0) app.log.info({ networks: joined }, "joined the running sandboxes' networks");
 }
 const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
-const stopBackground =
-  services.orchestrator?.startBackgroundWork({ cluster, idleMs: o.idleMs, disk: { limitMb: o.diskLimitMb } }) ??
-  (() => {});
+const stopBackground = services.startBackgroundWork({ cluster, idleMs: o.idleMs, disk: { limitMb: o.diskLimitMb } });
 // Merges a crash interrupted between moving a base branch and recording it: settled before the first request, then
 // every 30 s (those of a process of the cluster that has died since).
 const stopMergeRepair = await services.changeRequests.startMergeRepair({

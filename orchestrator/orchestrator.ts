@@ -5,20 +5,24 @@ import { type Cluster, whileLeading } from "./cluster.ts";
 import { createDiskWatch } from "./disk-watch.ts";
 import { createIdleSweeper } from "./idle-sweeper.ts";
 import { platformImageResolver } from "./images/platform-image.ts";
-import type { AppsPort, TriggerPort } from "./ports.ts";
+import type { AppsPort } from "./ports.ts";
 import { createProvisioner, type ProvisionerDeps } from "./provisioning/provisioner.ts";
 import { createReconciler } from "./reconciler.ts";
 import { createSandboxAccess } from "./sandbox/access.ts";
-import { createTriggerScheduler } from "./triggers/scheduler.ts";
 
 const TICK_MS = 30_000;
+
+export type BackgroundWorkOptions = {
+  cluster: Cluster;
+  idleMs: number;
+  /** SVC_SANDBOX_DISK_MB (absent or 0: no watch), and how often it looks (default the other work's tick). */
+  disk?: { limitMb: number; tickMs?: number };
+};
 
 export type OrchestratorDeps = Omit<ProvisionerDeps, "platformImage"> & {
   /** Package root (images/sandbox, dist/sandbox) and the image the sandbox image builds on. */
   root: string;
   baseImage: string;
-  /** The manifests' triggers and their firings; without it nothing is scheduled. */
-  triggers?: TriggerPort;
   /** The manifests' apps and their deploy history; without it (SVC_APP_PROVIDER=none) nothing is deployed. */
   apps?: {
     port: AppsPort;
@@ -36,7 +40,6 @@ export function createOrchestrator(deps: OrchestratorDeps) {
   const platformImage = platformImageResolver(deps.driver, { root: deps.root, baseImage: deps.baseImage });
   const provisioner = createProvisioner({ ...deps, platformImage });
 
-  const triggers = deps.triggers && createTriggerScheduler({ port: deps.triggers, log: deps.log });
   const apps =
     deps.apps &&
     createAppDeployer({
@@ -51,15 +54,9 @@ export function createOrchestrator(deps: OrchestratorDeps) {
 
   /**
    * Reconciles at start and then, with the idle sweep and the disk watch, on a timer, while this process leads (the
-   * others keep asking, so one takes over within a tick when the leader dies), and runs the trigger scheduler while
-   * leading. Returns the function that stops.
+   * others keep asking, so one takes over within a tick when the leader dies). Returns the function that stops.
    */
-  function startBackgroundWork(options: {
-    cluster: Cluster;
-    idleMs: number;
-    /** SVC_SANDBOX_DISK_MB (absent or 0: no watch), and how often it looks (default the other work's tick). */
-    disk?: { limitMb: number; tickMs?: number };
-  }): () => void {
+  function startBackgroundWork(options: BackgroundWorkOptions): () => void {
     const { cluster } = options;
     const reconcile = createReconciler({
       driver: deps.driver,
@@ -85,11 +82,9 @@ export function createOrchestrator(deps: OrchestratorDeps) {
       const watch = createDiskWatch({ ...deps, provisioner, limitMb: options.disk.limitMb });
       timers.push(setInterval(leaderOnly("disk watch", watch), options.disk.tickMs ?? TICK_MS));
     }
-    void triggers?.start(cluster.lead);
     void apps?.start(cluster);
     return () => {
       for (const t of timers) clearInterval(t);
-      triggers?.stop();
       apps?.stop();
     };
   }
@@ -115,9 +110,6 @@ export function createOrchestrator(deps: OrchestratorDeps) {
     /** At stop: this process's ports close with it. */
     releaseHost: () => deps.driver.unlimitHost(holder),
     startBackgroundWork,
-    /** Rebuilds a project's trigger jobs from its default branch (a no-op while this process does not lead). */
-    reloadTriggers: (projectId: string) => triggers?.reload(projectId) ?? Promise.resolve(),
-    triggerScheduler: triggers,
     /** Deploys `[[apps]]` (undefined when the installation deploys none). */
     apps,
   };

@@ -98,7 +98,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
       },
     );
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
-    stopBackground = sp.api.services.orchestrator!.startBackgroundWork({ cluster, idleMs: 3_600_000 });
+    stopBackground = sp.api.services.startBackgroundWork({ cluster, idleMs: 3_600_000 });
     repo = await workRepo(authedUrl(sp.project.repo_url, sp.user.token));
     expect((await api("PUT", "/secrets", { secrets: { GREETING: SECRET } })).status).toBe(200);
     const other = (await call(sp.api.url, "POST", "/v1/projects", { token: sp.user.token, body: { name: "Other" } }))

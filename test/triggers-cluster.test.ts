@@ -80,10 +80,10 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
     };
     const stops = {
-      a: a.services.orchestrator!.startBackgroundWork({ cluster: clusters.a!, idleMs: 3_600_000 }),
-      b: b.services.orchestrator!.startBackgroundWork({ cluster: clusters.b!, idleMs: 3_600_000 }),
+      a: a.services.startBackgroundWork({ cluster: clusters.a!, idleMs: 3_600_000 }),
+      b: b.services.startBackgroundWork({ cluster: clusters.b!, idleMs: 3_600_000 }),
     };
-    const slugs = (api: TestApi) => api.services.orchestrator!.triggerScheduler!.scheduledSlugs(project.id);
+    const slugs = (api: TestApi) => api.services.triggerScheduler.scheduledSlugs(project.id);
     // A scheduler records its triggers one by one (each awaits the database): wait for both, not the first.
     for (let i = 0; i < 100 && slugs(a).length + slugs(b).length < 2; i++) await sleep(50);
     const [leader, standby] = slugs(a).length > 0 ? (["a", "b"] as const) : (["b", "a"] as const);
@@ -122,7 +122,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
     while (Date.now() < later.getTime() + 1500) await sleep(100);
     expect(await firingsOf("later")).toHaveLength(0);
     const api2 = { a, b }[standby];
-    const stop2 = api2.services.orchestrator!.startBackgroundWork({ cluster: clusters[standby]!, idleMs: 3_600_000 });
+    const stop2 = api2.services.startBackgroundWork({ cluster: clusters[standby]!, idleMs: 3_600_000 });
     for (let i = 0; i < 100 && (await sessionsOf("later")).length === 0; i++) await sleep(50);
     await sleep(1000);
     stop2();
@@ -157,10 +157,10 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
     };
     const stops = [a, b].map((api, i) =>
-      api.services.orchestrator!.startBackgroundWork({ cluster: i === 0 ? clusters.a : clusters.b, idleMs: 3_600_000 }),
+      api.services.startBackgroundWork({ cluster: i === 0 ? clusters.a : clusters.b, idleMs: 3_600_000 }),
     );
     try {
-      const slugs = (api: TestApi) => api.services.orchestrator!.triggerScheduler!.scheduledSlugs(project.id);
+      const slugs = (api: TestApi) => api.services.triggerScheduler.scheduledSlugs(project.id);
       for (let i = 0; i < 100 && slugs(a).length + slugs(b).length === 0; i++) await sleep(50);
       const [leader, standby] = slugs(a).length > 0 ? [a, b] : [b, a];
       expect(slugs(standby)).toEqual([]);
@@ -207,7 +207,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
     }
   }, 60_000);
 
-  it("over twenty seconds of a per-second trigger, two processes and two rogue schedulers claim each instant once", async () => {
+  it("over ten seconds of a per-second trigger, two processes and two rogue schedulers claim each instant once", async () => {
     const repo = await workRepo(authedUrl(project.repo_url, user.token));
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.checkout("every-second", { create: true, from: "origin/main" });
@@ -220,8 +220,8 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       b: await joinCluster(db.sql, { instanceId: b.services.instanceId }),
     };
     const stops = [
-      a.services.orchestrator!.startBackgroundWork({ cluster: clusters.a, idleMs: 3_600_000 }),
-      b.services.orchestrator!.startBackgroundWork({ cluster: clusters.b, idleMs: 3_600_000 }),
+      a.services.startBackgroundWork({ cluster: clusters.a, idleMs: 3_600_000 }),
+      b.services.startBackgroundWork({ cluster: clusters.b, idleMs: 3_600_000 }),
     ];
     let claims = 0;
     const rogues = [a, b].map((api) =>
@@ -238,8 +238,8 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
     );
     for (const rogue of rogues) await rogue.start(async () => true);
     const from = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000);
-    await sleep(from.getTime() + 20_000 - Date.now());
-    const to = new Date(from.getTime() + 20_000);
+    await sleep(from.getTime() + 10_000 - Date.now());
+    const to = new Date(from.getTime() + 10_000);
     for (const rogue of rogues) rogue.stop();
     for (const stop of stops) stop();
     await clusters.a.leave();
@@ -251,7 +251,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       [project.id, from, to],
     );
     // Every second fired (a second or two may be lost to a blocked event loop), none twice...
-    expect(firings.length).toBeGreaterThanOrEqual(18);
+    expect(firings.length).toBeGreaterThanOrEqual(8);
     expect(firings.every((f) => f.n === 1)).toBe(true);
     expect(claims).toBeGreaterThan(firings.length);
     // ...and every session the trigger started belongs to exactly one instant.

@@ -31,7 +31,7 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
 
   const api = (method: string, path: string, body?: unknown) =>
     call(sp.api.url, method, `/v1/projects/${sp.project.id}${path}`, { token: sp.user.token, body });
-  const scheduled = () => sp.api.services.orchestrator!.triggerScheduler!.scheduledSlugs(sp.project.id);
+  const scheduled = () => sp.api.services.triggerScheduler.scheduledSlugs(sp.project.id);
   const firings = async () =>
     sp.db.sql.query<{ scheduled_at: Date; claimed_at: Date; session_id: string | null; error: string | null }>(
       `select scheduled_at, created_at as claimed_at, session_id, error from trigger_firings
@@ -67,7 +67,7 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
   beforeAll(async () => {
     sp = await startSandboxedProject("Triggers", { sessionCap: 1 });
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
-    stopBackground = sp.api.services.orchestrator!.startBackgroundWork({ cluster, idleMs: 3_600_000 });
+    stopBackground = sp.api.services.startBackgroundWork({ cluster, idleMs: 3_600_000 });
     repo = await workRepo(authedUrl(sp.project.repo_url, sp.user.token));
     const env = sp.cliEnv;
     cli = (args) => svc(args, { env });

@@ -206,6 +206,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     // At once, before the pool's check could replace the member: the claim itself must refuse it.
     const id = (await sp.sessions("", "POST", {})).body.session_id as string;
     await running(id);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the sandbox's shell expands it, a default for an unset name.
     const seen = (await exec(id, "echo key=$POOL_KEY old=${POOL_OLD:-none}")).stdout;
     expect(seen).toContain("key=two");
     expect(seen).toContain("old=none");
@@ -255,7 +256,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     await orphan.start();
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
     // Reconciles at once: a container without a live sandbox row is otherwise an orphan it removes.
-    const stop = sp.api.services.orchestrator!.startBackgroundWork({ cluster, idleMs: 3_600_000 });
+    const stop = sp.api.services.startBackgroundWork({ cluster, idleMs: 3_600_000 });
     try {
       await waitFor(
         "the reconciler to remove the dead process's pooled sandbox",

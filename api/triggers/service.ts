@@ -24,7 +24,7 @@ export type TriggerServiceDeps = {
   repos: Repositories;
   changeRequests: ChangeRequestService;
   /** Undefined on a server without a sandbox driver: firing then answers 503. */
-  sessions: () => SessionService | undefined;
+  sessions: SessionService | undefined;
   /** This API process: recorded on the firings it claims. */
   instanceId: string;
 };
@@ -74,7 +74,7 @@ export function createTriggerService(deps: TriggerServiceDeps) {
     at: Date,
   ): Promise<{ session: SessionRecord } | { error: ApiError }> {
     try {
-      const sessions = deps.sessions();
+      const { sessions } = deps;
       if (!sessions)
         throw apiError("NOT_CONFIGURED", "sessions are unavailable: this server runs without a sandbox driver");
       const userId = await store.actingUser(project.id);
@@ -131,7 +131,7 @@ export function createTriggerService(deps: TriggerServiceDeps) {
     /** Fires now, whether or not the trigger is enabled (its definition is what counts). */
     async fireNow(project: Project, slug: string): Promise<SessionRecord> {
       const trigger = await definition(project, slug);
-      if (!deps.sessions())
+      if (!deps.sessions)
         throw apiError("NOT_CONFIGURED", "sessions are unavailable: this server runs without a sandbox driver");
       const at = new Date();
       if (!(await store.claim(project.id, slug, at, deps.instanceId, true)))

@@ -34,7 +34,7 @@ describe("sandbox disk: rotated logs and SVC_SANDBOX_DISK_MB (real Docker)", () 
   beforeAll(async () => {
     sp = await startSandboxedProject("Disk");
     const cluster = await joinCluster(sp.db.sql, { instanceId: sp.api.services.instanceId });
-    stopBackground = sp.api.services.orchestrator!.startBackgroundWork({
+    stopBackground = sp.api.services.startBackgroundWork({
       cluster,
       idleMs: 3_600_000,
       disk: { limitMb: LIMIT_MB, tickMs: 1000 },
@@ -51,7 +51,7 @@ describe("sandbox disk: rotated logs and SVC_SANDBOX_DISK_MB (real Docker)", () 
 
     const installationId = randomUUID();
     const driver = createDockerDriver({ servicePort: 8000 });
-    const app = await driver.createApp({
+    const app = await driver.create({
       name: `svc-test-app-${installationId.slice(0, 8)}`,
       image: BASE_IMAGE,
       env: {},
