@@ -143,7 +143,8 @@ describe("merges and CR creation under SIGKILL of the API (real processes, Postg
     );
 
     async function start(r: Replica): Promise<void> {
-      const child = spawn(process.execPath, ["--import", "tsx", "api/main.ts"], {
+      // The bundle `svc self-host start` runs (built once per test run): it starts in half the time tsx takes.
+      const child = spawn(process.execPath, ["dist/api.mjs"], {
         cwd: ROOT,
         stdio: ["ignore", "pipe", "inherit"],
         env: {
