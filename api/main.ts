@@ -11,6 +11,7 @@ import { migrate } from "./db/migrate.ts";
 import { openSql } from "./db/sql.ts";
 import { cutMissingSessionBranches } from "./git/session-branches.ts";
 import { createSandboxListener } from "./http/sandbox-listener.ts";
+import { rotateOwnLog } from "./log-rotation.ts";
 
 const MERGE_REPAIR_MS = 30_000;
 
@@ -78,6 +79,8 @@ if (backend && o.networking.kind === "attached") {
   const joined = await backend.adopt(services.installationId);
   if (joined > 0) app.log.info({ networks: joined }, "joined the running sandboxes' networks");
 }
+// The embedded stack's logs/api.log (this process's stdout) keeps at most three files of 10 MB, as containers' do.
+const stopLogRotation = rotateOwnLog((err) => log("could not rotate the log file", { error: err.message }));
 const cluster = await joinCluster(sql, { instanceId: services.instanceId, log });
 const stopBackground = services.startBackgroundWork({ cluster, idleMs: o.idleMs, disk: { limitMb: o.diskLimitMb } });
 // Merges a crash interrupted between moving a base branch and recording it: settled before the first request, then
@@ -96,6 +99,7 @@ async function shutdown(signal: string) {
   app.log.info({ signal }, "shutting down");
   stopBackground();
   stopMergeRepair();
+  stopLogRotation();
   sandboxListener.close();
   await app.close();
   await cluster.leave();
