@@ -14,15 +14,20 @@ function appendingWriter(path: string) {
     ["-e", "process.stdin.on('data', (d) => process.stdout.write(d)); process.stdin.on('end', () => process.exit(0))"],
     { stdio: ["pipe", openSync(path, "a"), "inherit"] },
   );
+  const stdin = child.stdin!;
   return {
     write: (text: string) =>
       new Promise<void>((resolve) => {
-        child.stdin.write(text);
+        stdin.write(text);
         // The child writes synchronously to a file: wait until the bytes are in it.
         const until = () => (readFileSync(path, "utf8").includes(text) ? resolve() : setTimeout(until, 5));
         until();
       }),
-    end: () => new Promise<void>((resolve) => child.on("exit", () => resolve()).stdin.end()),
+    end: () =>
+      new Promise<void>((resolve) => {
+        child.on("exit", () => resolve());
+        stdin.end();
+      }),
   };
 }
 
