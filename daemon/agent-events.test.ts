@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { AgentEvent } from "../protocol/daemon.ts";
 import { createEventTranslator, type RuntimeEvent } from "./agent-events.ts";
 
@@ -225,5 +225,60 @@ describe("createEventTranslator (opencode events -> AgentEvents)", () => {
       { type: "idle", session: SES },
     ]);
     expect(aborted).toEqual([SES]);
+  });
+
+  describe("a run that goes quiet (a gateway that sent a plain body's headers, then nothing)", () => {
+    afterEach(() => vi.useRealTimers());
+    const busy: RuntimeEvent = { type: "session.status", properties: { sessionID: SES, status: { type: "busy" } } };
+
+    function quietTranslator() {
+      vi.useFakeTimers();
+      const told: AgentEvent[] = [];
+      const aborted: string[] = [];
+      const translate = createEventTranslator({
+        gatewayUrl: "http://gateway.test/v1",
+        modelTimeoutS: 5,
+        onQuiet: (e) => told.push(e),
+        abort: (s) => aborted.push(s),
+      });
+      return { translate, told, aborted };
+    }
+
+    it("fails the turn and aborts the run past the timeout, naming the gateway", () => {
+      const { translate, told, aborted } = quietTranslator();
+      translate(busy);
+      vi.advanceTimersByTime(6_000);
+      expect(told).toEqual([]);
+      vi.advanceTimersByTime(1_500);
+      expect(told).toEqual([
+        {
+          type: "error",
+          session: SES,
+          message: "the model gateway at http://gateway.test/v1 sent nothing for 5 s; the turn was stopped",
+        },
+      ]);
+      expect(aborted).toEqual([SES]);
+      // The abort's own error that follows is no news.
+      expect(
+        translate({ type: "session.error", properties: { sessionID: SES, error: { name: "MessageAbortedError" } } }),
+      ).toEqual([]);
+    });
+
+    it("waits for nothing while a tool runs, and starts counting again when it ends; idle ends the watch", () => {
+      const { translate, told } = quietTranslator();
+      translate(busy);
+      translate(message("msg_a", "assistant"));
+      translate(toolPart("msg_a", "prt_t", { status: "running", input: { command: "npm test" } }));
+      vi.advanceTimersByTime(60_000);
+      expect(told).toEqual([]);
+      translate(toolPart("msg_a", "prt_t", { status: "completed", input: { command: "npm test" } }));
+      vi.advanceTimersByTime(6_000);
+      translate(delta("msg_a", "prt_x", "done"));
+      vi.advanceTimersByTime(6_000);
+      expect(told).toEqual([]);
+      translate({ type: "session.idle", properties: { sessionID: SES } });
+      vi.advanceTimersByTime(60_000);
+      expect(told).toEqual([]);
+    });
   });
 });

@@ -2,7 +2,7 @@ import { get, type ServerResponse } from "node:http";
 import { createParser } from "eventsource-parser";
 import type { AgentEvent } from "../protocol/daemon.ts";
 import { daemonError, sendError } from "./errors.ts";
-import { modelFailure } from "./model-failure.ts";
+import { modelFailure, stalled } from "./model-failure.ts";
 import { SSE_HEADERS, SSE_PING, sseEvent } from "./sse.ts";
 
 /** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
@@ -20,6 +20,8 @@ type Part = {
 const TOOL_STATUSES = new Set(["running", "completed", "error"]);
 const MAX_TRACKED = 10_000;
 const PING_MS = 15_000;
+/** Past SVC_MODEL_TIMEOUT_S, so that opencode's own timeouts, which name what stalled, report first when they can. */
+const QUIET_SLACK_MS = 2000;
 
 export type TranslatorOptions = {
   /** The model gateway's URL, named in the error when it cannot be reached or sends nothing. */
@@ -30,6 +32,12 @@ export type TranslatorOptions = {
   log?: (msg: string) => void;
   /** Stops a run the gateway failed (opencode would retry an unreachable gateway for minutes). */
   abort?: (session: string) => void;
+  /**
+   * Told of a run that went quiet: busy, no tool running, and no event for longer than `modelTimeoutS`. That is a
+   * gateway that answered the headers of a plain (not event-stream) body and then nothing, which opencode's own
+   * timeouts do not see; the run is aborted and this error is the turn's end.
+   */
+  onQuiet?: (error: AgentEvent) => void;
 };
 
 /** Subscribes to the daemon's own events (an egress refusal) for one client; returns the unsubscribe. */
@@ -47,6 +55,43 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
   const toolStatus = new Map<string, string>();
   const busySessions = new Set<string>();
   const failedSessions = new Set<string>();
+  /** Per busy session: its tools running now, and the timer that fires when it has been quiet too long. */
+  const runningTools = new Map<string, Set<string>>();
+  const quietTimers = new Map<string, NodeJS.Timeout>();
+
+  const fail = (session: string, message: string, raw: string, abort: boolean): AgentEvent => {
+    failedSessions.add(session);
+    options.log?.(`model gateway failure in ${session}: ${raw}`);
+    if (abort) options.abort?.(session);
+    return { type: "error", session, message };
+  };
+
+  /** Starts the session's quiet timer over; none while a tool runs (a long build is not a stalled gateway). */
+  function heard(session: string): void {
+    clearTimeout(quietTimers.get(session));
+    quietTimers.delete(session);
+    const { modelTimeoutS, onQuiet } = options;
+    if (!modelTimeoutS || !onQuiet || !busySessions.has(session) || failedSessions.has(session)) return;
+    if ((runningTools.get(session)?.size ?? 0) > 0) return;
+    const timer = setTimeout(
+      () => {
+        quietTimers.delete(session);
+        if (!busySessions.has(session) || failedSessions.has(session)) return;
+        const message = stalled(options.gatewayUrl, modelTimeoutS);
+        onQuiet(fail(session, message, `no event for ${modelTimeoutS} s while waiting for the model`, true));
+      },
+      modelTimeoutS * 1000 + QUIET_SLACK_MS,
+    );
+    timer.unref();
+    quietTimers.set(session, timer);
+  }
+
+  function toolChanged(session: string, part: string, status: string): void {
+    const running = runningTools.get(session) ?? new Set<string>();
+    runningTools.set(session, running);
+    if (status === "running") running.add(part);
+    else running.delete(part);
+  }
 
   const forgetIfLarge = () => {
     if (roles.size + sent.size + toolStatus.size > MAX_TRACKED) {
@@ -56,15 +101,19 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
     }
   };
 
-  return function translate(event: RuntimeEvent): AgentEvent[] {
+  function translate(event: RuntimeEvent): AgentEvent[] {
+    const events = translateOne(event);
+    const session = event.properties?.sessionID ?? (event.properties?.part as Part | undefined)?.sessionID;
+    if (typeof session === "string") heard(session);
+    return events;
+  }
+
+  function translateOne(event: RuntimeEvent): AgentEvent[] {
     const p = event.properties ?? {};
     const failure = modelFailure(event, options.gatewayUrl, options.modelTimeoutS);
     if (failure) {
       if (failedSessions.has(failure.session)) return [];
-      failedSessions.add(failure.session);
-      options.log?.(`model gateway failure in ${failure.session}: ${failure.raw}`);
-      if (failure.abort) options.abort?.(failure.session);
-      return [{ type: "error", session: failure.session, message: failure.message }];
+      return [fail(failure.session, failure.message, failure.raw, failure.abort)];
     }
     switch (event.type) {
       case "message.updated": {
@@ -93,6 +142,7 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
         if (part.type !== "tool" || !status || !TOOL_STATUSES.has(status) || toolStatus.get(part.id) === status)
           return [];
         toolStatus.set(part.id, status);
+        toolChanged(part.sessionID, part.id, status);
         const title = part.state?.title ?? (part.state?.input?.description as string | undefined) ?? null;
         return [
           {
@@ -114,6 +164,7 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
       case "session.idle":
         busySessions.delete(String(p.sessionID));
         failedSessions.delete(String(p.sessionID));
+        runningTools.delete(String(p.sessionID));
         return [{ type: "idle", session: String(p.sessionID) }];
       case "session.error": {
         // The abort that follows a gateway failure already reported is no news.
@@ -125,7 +176,14 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
       default:
         return [];
     }
+  }
+
+  /** Stops every quiet timer: the client went. */
+  translate.close = () => {
+    for (const timer of quietTimers.values()) clearTimeout(timer);
+    quietTimers.clear();
   };
+  return translate;
 }
 
 /**
@@ -138,8 +196,8 @@ export function relayAgentEvents(
   directory: string,
   options: TranslatorOptions & { notices?: NoticeSource } = {},
 ) {
-  const translate = createEventTranslator(options);
   const write = (event: AgentEvent) => res.write(sseEvent(event));
+  const translate = createEventTranslator({ ...options, onQuiet: write });
   let ping: NodeJS.Timeout | undefined;
   let unsubscribe = () => {};
   const upstream = get(
@@ -176,6 +234,7 @@ export function relayAgentEvents(
   });
   res.on("close", () => {
     clearInterval(ping);
+    translate.close();
     unsubscribe();
     upstream.destroy();
   });

@@ -18,7 +18,7 @@ const UNREACHABLE =
 const STALLED = /provider response headers timed out|sse read timed out/i;
 
 /** The stall's message: the gateway and the seconds waited (the setting's, else what opencode's words say). */
-function stalled(gatewayUrl: string | undefined, timeoutS: number | undefined, raw: string): string {
+export function stalled(gatewayUrl: string | undefined, timeoutS: number | undefined, raw = ""): string {
   const ms = /after (\d+) ?ms/i.exec(raw)?.[1];
   const seconds = timeoutS ?? (ms ? Math.round(Number(ms) / 1000) : undefined);
   const waited = seconds === undefined ? "for too long" : `for ${seconds} s`;

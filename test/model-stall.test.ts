@@ -12,11 +12,12 @@ const TIMEOUT_S = 3;
 /** What a reported stall may take beyond the timeout: opencode's step to the gateway and the daemon's abort. */
 const SLACK_S = 4;
 
-type Mode = "answer" | "silent" | "stall-after-chunk";
+type Mode = "answer" | "silent" | "stall-after-chunk" | "json-headers-then-silent";
 
 /**
  * A model gateway on loopback that answers like an OpenAI-compatible one (`answer`), or reads the request and then
- * sends nothing (`silent`), or sends 200 and the stream's first chunk and then nothing (`stall-after-chunk`).
+ * sends nothing (`silent`), or sends 200 and the stream's first chunk and then nothing (`stall-after-chunk`), or
+ * sends the headers of a plain JSON answer and then nothing (`json-headers-then-silent`: a proxy that buffers).
  */
 async function startGateway() {
   let mode: Mode = "answer";
@@ -30,6 +31,12 @@ async function startGateway() {
     const chunk = (delta: unknown, finish: string | null = null) =>
       `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 0, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     if (mode === "silent") {
+      stalled.add(res);
+      return;
+    }
+    if (mode === "json-headers-then-silent") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.flushHeaders();
       stalled.add(res);
       return;
     }
@@ -158,7 +165,7 @@ describe("a model gateway that stalls (SVC_MODEL_TIMEOUT_S, real daemon and real
     expect(texts(events)).toMatch(/^answer \d+$/);
   });
 
-  for (const mode of ["silent", "stall-after-chunk"] as const) {
+  for (const mode of ["silent", "stall-after-chunk", "json-headers-then-silent"] as const) {
     it(`fails the turn of a gateway that goes ${mode} in ${TIMEOUT_S} s, naming it; the next message works`, async () => {
       gateway.setMode(mode);
       const before = gateway.requests.length;
