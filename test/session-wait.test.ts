@@ -112,6 +112,18 @@ describe.each(DATABASE_KINDS)("GET …/sessions/{sid}?wait_for=running (%s)", (k
     expect(read.answeredAt() - movedAt).toBeLessThan(CLI_POLL_MS / 2);
   });
 
+  it("answers within a second when another API process of the cluster started the session (no event here)", async () => {
+    const sessionId = await starting();
+    const read = waiting(sessionPath(sessionId, "?wait_for=running&timeout_s=30"));
+    await pause(300);
+    expect(read.pending()).toBe(true);
+    // What the process that provisions it writes, seen here only through the database.
+    const movedAt = Date.now();
+    await db.sql.query("update project_sessions set status = 'running' where session_id = $1", [sessionId]);
+    expect((await read.reply).body).toMatchObject({ session_id: sessionId, status: "running" });
+    expect(read.answeredAt() - movedAt).toBeLessThan(1000);
+  });
+
   it("answers a failed session too, and one that already left provisioning at once", async () => {
     const sessionId = await starting();
     const read = waiting(sessionPath(sessionId, "?wait_for=running"));

@@ -10,6 +10,12 @@ import type { Cipher } from "../secrets/cipher.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
 import type { SessionRecord, SessionStore } from "./store.ts";
 
+/**
+ * How often a waiting request reads the session again without hearing of it: events are this process's own, and
+ * behind a load balancer the session may be provisioned by another API process of the cluster.
+ */
+const WAIT_RECHECK_MS = 500;
+
 /** Where previews and agent messages of a running session go: its daemon's address and service key. */
 export type SandboxTarget = { projectId: string; url: string; serviceKey: string };
 
@@ -166,7 +172,7 @@ export function createSessionService(deps: SessionServiceDeps) {
           if (started || moved || signal.aborted || Date.now() >= deadline) return session;
           if (changed) continue;
           await new Promise<void>((resolve) => {
-            const timer = setTimeout(done, deadline - Date.now());
+            const timer = setTimeout(done, Math.min(deadline - Date.now(), WAIT_RECHECK_MS));
             signal.addEventListener("abort", done, { once: true });
             wake = done;
             function done() {
