@@ -80,6 +80,8 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
   let hostService: Server;
   let hostServicePort: number;
   const timings: Record<string, number> = {};
+  /** The API image the upgrade built: removed after the run, as nobody else runs that version. */
+  let upgradedApiImage: string | undefined;
   const svc = async (args: string[], cwd = app) => {
     const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
       env: home.env,
@@ -132,13 +134,23 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     }
     for (const op of ["-F", "-X"]) await execa("iptables", ["-w", op, chain], { reject: false });
     await removeProjectContainers(docker, projectId);
-    const label = `com.docker.compose.project=${project}`;
+    await removeComposeProject(project);
+    if (upgradedApiImage)
+      await docker
+        .getImage(upgradedApiImage)
+        .remove()
+        .catch(() => {});
+  }, 120_000);
+
+  /** Every container, volume and network a compose project left. */
+  async function removeComposeProject(name: string) {
+    const label = `com.docker.compose.project=${name}`;
     for (const c of await docker.listContainers({ all: true, filters: { label: [label] } })) {
       await docker.getContainer(c.Id).remove({ force: true, v: true });
     }
     for (const v of ["pgdata", "data"])
       await docker
-        .getVolume(`${project}_${v}`)
+        .getVolume(`${name}_${v}`)
         .remove()
         .catch(() => {});
     for (const n of await docker.listNetworks({ filters: { label: [label] } })) {
@@ -147,7 +159,7 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
         .remove()
         .catch(() => {});
     }
-  }, 120_000);
+  }
 
   it("runs PostgreSQL, the API and the edge from locally built images; the mode is remembered", async () => {
     const s = await status();
@@ -429,6 +441,71 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     expect(new Set([...logs.matchAll(/^(\S*api[_-]\d) \d\d:/gm)].map((m) => m[1])).size).toBe(2);
   });
 
+  it("backs up the running stack with pg_dump and restores it into a fresh home: its CR merges there, a new installation", async () => {
+    expect((await svc(["secrets", "set", "GREETING=from-compose"])).code).toBe(0);
+    const file = join(home.dir, "compose-backup.tar.gz");
+    const backup = await svc(["self-host", "backup", file], home.dir);
+    expect(backup.code, backup.stderr).toBe(0);
+    expect(backup.stderr).toContain("1 secret");
+    expect((await execa("tar", ["-tzf", file])).stdout).toContain("svc-backup/database/postgres.sql");
+
+    // A second home on this machine: its own compose project, port and admin token; the app links to its stack.
+    const other = cliHome();
+    const inOther = async (args: string[], cwd = app) => {
+      const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
+        env: other.env,
+        cwd,
+        reject: false,
+        timeout: 400_000,
+      });
+      return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+    };
+    const restored = await inOther(["self-host", "restore", file], other.dir);
+    expect(restored.code, restored.stderr).toBe(0);
+    const otherPort = await freePort();
+    let otherProject: string | undefined;
+    let otherInstallation: string | undefined;
+    try {
+      const started = await inOther(["self-host", "start", "--port", String(otherPort)], other.dir);
+      expect(started.code, started.stderr).toBe(0);
+      const otherStatus = JSON.parse((await inOther(["self-host", "status", "--json"], other.dir)).stdout);
+      otherProject = otherStatus.compose_project;
+      expect(otherStatus.mode).toBe("compose");
+      expect(otherProject).not.toBe(project);
+
+      const admin = async (home: string, at: number) => {
+        const { admin_token } = JSON.parse(readFileSync(join(home, "selfhost.json"), "utf8"));
+        const res = await fetch(`http://127.0.0.1:${at}/v1/admin/installation`, {
+          headers: { authorization: `Bearer ${admin_token}` },
+        });
+        return ((await res.json()) as { id: string }).id;
+      };
+      otherInstallation = await admin(other.env.SVC_HOME!, otherPort);
+      expect(otherInstallation).not.toBe(await admin(home.env.SVC_HOME!, port));
+
+      const original = JSON.parse((await svc(["cr", "ls", "--json"])).stdout) as { number: number; title: string }[];
+      const copy = JSON.parse((await inOther(["cr", "ls", "--json"])).stdout) as typeof original;
+      expect(copy.map((c) => [c.number, c.title])).toEqual(original.map((c) => [c.number, c.title]));
+      expect((await inOther(["secrets", "ls"])).stdout).toContain("GREETING");
+      // The repository came along: a CR merges in the copy, and only there.
+      const open = original.find((c) => c.title === "From a compose sandbox")!;
+      const merged = await inOther(["cr", "merge", String(open.number)]);
+      expect(merged.code, merged.stderr).toBe(0);
+      const statusIn = async (run: typeof svc) =>
+        JSON.parse((await run(["cr", "show", String(open.number), "--json"])).stdout).change_request.status;
+      expect(await statusIn(inOther)).toBe("merged");
+      expect(await statusIn(svc)).toBe("open");
+    } finally {
+      await inOther(["self-host", "stop", "--sandboxes"], other.dir);
+      if (otherProject) await removeComposeProject(otherProject);
+      // The copy deploys the project's [[apps]] too, under the same project id: its containers go with it.
+      const left = otherInstallation
+        ? await docker.listContainers({ all: true, filters: { label: [`dev.svc.installation=${otherInstallation}`] } })
+        : [];
+      for (const c of left) await docker.getContainer(c.Id).remove({ force: true });
+    }
+  });
+
   it("upgrades to a version with a new migration: the image is rebuilt, the schema moves, the data stays", async () => {
     writeFileSync(
       join(checkout, "dist", "migrations", "0999_upgrade_probe.sql"),
@@ -451,21 +528,57 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     expect(versions.out.trim()).toBe("999");
     const crs = JSON.parse((await svc(["cr", "ls", "--json"])).stdout);
     expect(crs.map((c: { title: string }) => c.title)).toContain("From a compose sandbox");
-    const apiTag = (
+    upgradedApiImage = (
       await docker.listContainers({
         filters: { label: [`com.docker.compose.project=${project}`, "com.docker.compose.service=api"] },
       })
     )[0]!.Image;
-    await svc(["self-host", "stop", "--sandboxes"], home.dir);
-    for (const c of await docker.listContainers({
-      all: true,
-      filters: { label: [`com.docker.compose.project=${project}`] },
-    })) {
-      await docker.getContainer(c.Id).remove({ force: true });
+  });
+
+  it("start --mode embedded stops the compose stack and its sandboxes; its projects hint there; switching back finds them", async () => {
+    // The running sessions' sandboxes, not the warm pool's spare ones (which their API takes away when it stops).
+    const running = new Set(
+      (JSON.parse((await svc(["sessions", "ls", "--json"])).stdout) as { session_id: string; status: string }[])
+        .filter((s) => s.status === "running")
+        .map((s) => s.session_id),
+    );
+    const sandboxes = async () =>
+      (await docker.listContainers({ filters: { label: [`dev.svc.project=${projectId}`] } })).filter((c) =>
+        running.has(c.Labels["dev.svc.session"] ?? ""),
+      );
+    const live = await sandboxes();
+    expect(live.length).toBeGreaterThan(0);
+    // A plain stop keeps the sandboxes for the next start to adopt: a start in the other mode must not orphan them.
+    expect((await svc(["self-host", "stop"], home.dir)).code).toBe(0);
+    expect((await sandboxes()).length).toBe(live.length);
+    // Two API replicas are compose's: the switch to embedded runs its one API without being told.
+    const switched = await svc(["self-host", "start", "--mode", "embedded", "--port", String(port)], home.dir);
+    expect(switched.code, switched.stderr).toBe(0);
+    expect(switched.stderr).toContain("the compose mode's stack left");
+    // Nothing of the compose stack runs: neither its services nor its sandboxes and apps. Its data stays.
+    expect(await docker.listContainers({ filters: { label: [`com.docker.compose.project=${project}`] } })).toHaveLength(
+      0,
+    );
+    expect(
+      await docker.listContainers({ all: true, filters: { label: [`dev.svc.project=${projectId}`] } }),
+    ).toHaveLength(0);
+    expect((await docker.getVolume(`${project}_pgdata`).inspect()).Name).toBe(`${project}_pgdata`);
+    expect((await status()).mode).toBe("embedded");
+    const elsewhere = await svc(["cr", "ls"]);
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.stderr).toContain(
+      "this project may live in the compose mode's data: svc self-host restart --mode compose",
+    );
+
+    const back = await svc(["self-host", "restart", "--mode", "compose"], home.dir);
+    expect(back.code, back.stderr).toBe(0);
+    const sessions = JSON.parse((await svc(["sessions", "ls", "--json"])).stdout) as {
+      session_id: string;
+      status: string;
+    }[];
+    for (const c of live) {
+      expect(sessions.find((s) => s.session_id === c.Labels["dev.svc.session"])?.status).toBe("stopped");
     }
-    await docker
-      .getImage(apiTag)
-      .remove()
-      .catch(() => {});
+    expect((await svc(["cr", "ls", "--json"])).code).toBe(0);
   });
 });

@@ -97,7 +97,8 @@ export async function startSelfHost(
     port: options.port ?? state.port,
     listen: options.listen ?? state.listen,
     mode: options.mode ?? state.mode,
-    api_replicas: options.apiReplicas ?? state.api_replicas,
+    // Replicas are compose's: a switch to embedded that names none runs the one API embedded mode has.
+    api_replicas: options.apiReplicas ?? (options.mode === "embedded" ? 1 : state.api_replicas),
   };
   if (next.api_replicas > 1 && next.mode === "embedded") {
     throw new CliError("--api-replicas needs compose mode: add --mode compose");
