@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import type { SandboxLimits } from "../orchestrator/sandbox/driver.ts";
 import { SANDBOX_API_ALIAS } from "../protocol/env.ts";
 import { StackEnv } from "../protocol/stack-settings.ts";
 import type { GitHubApp } from "./git/github-app.ts";
@@ -23,7 +24,7 @@ export type ApiConfig = {
     sandboxApiOrigin: string;
     networking: { kind: "shared" } | { kind: "attached"; subnetPool: string };
     baseImage: string | undefined;
-    limits: { memoryBytes: number; nanoCpus: number; pids: number };
+    limits: SandboxLimits;
     provisionTimeoutMs: number;
     idleMs: number;
     poolSize: number;

@@ -2,11 +2,14 @@ import { STATUS_CODES } from "node:http";
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { z } from "zod";
 import { ErrorBody } from "../protocol/errors.ts";
-import { CliError } from "./errors.ts";
+import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
 
 export type RequestOptions = { body?: unknown; query?: Record<string, string | undefined> };
 
-/** One HTTP error from the API, with its status and stable code, turned into exit code 1 by the CLI. */
+/** API codes that mean the command line was wrong (exit 2), not that the operation failed. */
+const USAGE_CODES = new Set(["SESSION_ID_AMBIGUOUS"]);
+
+/** One HTTP error from the API, with its status and stable code, turned into exit code 1 (2 for USAGE_CODES). */
 export class ApiRequestError extends CliError {
   constructor(
     message: string,
@@ -14,7 +17,7 @@ export class ApiRequestError extends CliError {
     readonly code: string | undefined,
     readonly body: ErrorBody | undefined,
   ) {
-    super(message);
+    super(message, code && USAGE_CODES.has(code) ? EXIT_USAGE : EXIT_FAILURE);
   }
 }
 

@@ -1,5 +1,8 @@
 import { httpRequest } from "./http-json.ts";
 
+/** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
+export type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
+
 /** The slice of opencode's server API the daemon drives: sessions, prompts, abort, status. */
 export function createAgentClient(port: number, directory: string) {
   const base = `http://127.0.0.1:${port}`;

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { AgentEvent } from "../protocol/daemon.ts";
-import { createEventTranslator, type RuntimeEvent } from "./agent-events.ts";
+import type { RuntimeEvent } from "./agent-client.ts";
+import { createEventTranslator } from "./agent-events.ts";
 
 const SES = "ses_01";
 

@@ -1,12 +1,11 @@
 import { get, type ServerResponse } from "node:http";
 import { createParser } from "eventsource-parser";
 import type { AgentEvent } from "../protocol/daemon.ts";
+import type { RuntimeEvent } from "./agent-client.ts";
 import { daemonError, sendError } from "./errors.ts";
 import { modelFailure, stalled } from "./model-failure.ts";
 import { SSE_HEADERS, SSE_PING, sseEvent } from "./sse.ts";
 
-/** opencode's `/event` stream: `{type, properties}` objects (see ../shared/notes/opencode.md). */
-export type RuntimeEvent = { type: string; properties?: Record<string, unknown> };
 type Part = {
   id: string;
   messageID: string;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createEventTranslator, type RuntimeEvent } from "./agent-events.ts";
+import type { RuntimeEvent } from "./agent-client.ts";
+import { createEventTranslator } from "./agent-events.ts";
 import { loadDaemonConfig } from "./config.ts";
 import { modelFailure } from "./model-failure.ts";
 import { opencodeConfig } from "./opencode.ts";

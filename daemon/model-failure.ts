@@ -1,4 +1,4 @@
-import type { RuntimeEvent } from "./agent-events.ts";
+import type { RuntimeEvent } from "./agent-client.ts";
 
 /**
  * A run the model gateway made fail: which agent session, what to tell the person, whether to abort it, and the

@@ -36,6 +36,8 @@ export const ErrorCode = z.enum([
   /** No model gateway: an agent cannot answer until the installation has one. */
   "MODEL_NOT_CONFIGURED",
   "SESSION_NOT_FOUND",
+  /** A session id prefix that several sessions start with: the message names them (the CLI exits 2). */
+  "SESSION_ID_AMBIGUOUS",
   "SESSION_CAP_REACHED",
   "SESSION_NOT_RUNNING",
   "TRIGGER_NOT_FOUND",

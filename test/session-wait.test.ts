@@ -1,37 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SandboxSettings } from "../api/app.ts";
-import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { noSandboxes, settings } from "./support/no-sandboxes.ts";
 import { seedLiveSandbox } from "./support/sandbox-rows.ts";
 
 /** How often `svc sessions new` read a starting session before it waited on the API. */
 const CLI_POLL_MS = 250;
-
-/**
- * A driver that runs no sandbox: the API gets its session service, and these tests move sessions through the
- * session store, the port the orchestrator moves them through.
- */
-const noSandboxes = new Proxy({ limitHost: async () => undefined, unlimitHost: async () => {} } as object, {
-  get: (target, name) =>
-    name in target
-      ? target[name as keyof typeof target]
-      : name === "then"
-        ? undefined
-        : async () => {
-            throw new Error(`this test runs no sandboxes (${String(name)})`);
-          },
-}) as SandboxDriver;
-
-const settings: SandboxSettings = {
-  sessionCap: 100,
-  sandboxApiOrigin: "http://host.docker.internal:1",
-  hostAlias: "host.docker.internal",
-  provisionTimeoutMs: 60_000,
-  limits: { memoryBytes: 1024 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 512 },
-  llm: {},
-  defaultAgent: "build",
-};
 
 describe.each(DATABASE_KINDS)("GET …/sessions/{sid}?wait_for=running (%s)", (kind) => {
   let db: TestDatabase;

@@ -7,6 +7,7 @@ import type { AccountStore } from "../accounts/store.ts";
 import type { Sql } from "../db/sql.ts";
 import { apiError } from "../errors.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
+import { resolveSessionId } from "../sessions/id-prefix.ts";
 import type { TokenSandbox, TokenStore } from "./token-store.ts";
 
 export type Principal =
@@ -157,7 +158,8 @@ export function registerAuthentication(app: FastifyInstance, deps: AuthDeps): vo
         throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key cannot call account routes");
       return;
     }
-    const { projectId: ref, sessionId } = req.params as { projectId?: string; sessionId?: string };
+    const params = req.params as { projectId?: string; sessionId?: string };
+    const ref = params.projectId;
     if (policy === "principal") {
       if (principal.kind === "service")
         throw apiError("SERVICE_KEY_NOT_ALLOWED", "the sandbox service key is not an API token");
@@ -165,7 +167,23 @@ export function registerAuthentication(app: FastifyInstance, deps: AuthDeps): vo
       if (!ref) throw new Error(`route ${req.routeOptions.url} has auth=project but no :projectId`);
       req.project = await authorizeProject(deps, principal, ref, req.routeOptions.config.allowServiceKey ?? false);
     }
+    if (params.sessionId === undefined) return;
+    // A prefix becomes the whole id here, once, for the scope check below and for every route after it.
+    const project = req.project;
+    params.sessionId = await resolveSessionId(
+      deps.sql,
+      params.sessionId,
+      project
+        ? { projectId: project.id }
+        : {
+            mayRead: (projectId) =>
+              authorizeProject(deps, principal, projectId, false).then(
+                () => true,
+                () => false,
+              ),
+          },
+    );
     // Every route under one session (`:sessionId`) is scoped here, not in each route.
-    if (sessionId !== undefined) checkSessionScope(principal, sessionId);
+    checkSessionScope(principal, params.sessionId);
   });
 }

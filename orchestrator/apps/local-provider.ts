@@ -2,14 +2,14 @@ import { posix } from "node:path";
 import { redact } from "../../protocol/redact.ts";
 import { OrchestratorError } from "../errors.ts";
 import { gitArchive, gitOut } from "../images/git-out.ts";
-import type { ContainerVerbs, ImageVerbs } from "../sandbox/driver.ts";
+import type { ContainerVerbs, ImageVerbs, SandboxLimits } from "../sandbox/driver.ts";
 import { treeAt } from "./build-key.ts";
 import type { AppProvider } from "./provider.ts";
 
 /** The local provider: each deploy is a container on this engine, placed and hardened like a sandbox. */
 export function createLocalAppProvider(deps: {
   driver: ContainerVerbs & ImageVerbs;
-  limits: { memoryBytes: number; nanoCpus: number; pids: number };
+  limits: SandboxLimits;
 }): AppProvider {
   const { driver } = deps;
   return {

@@ -18,7 +18,7 @@ import type {
   SessionToProvision,
   TokenPort,
 } from "../ports.ts";
-import type { SandboxDriver, SandboxEgress } from "../sandbox/driver.ts";
+import type { SandboxDriver, SandboxEgress, SandboxLimits } from "../sandbox/driver.ts";
 import { egressProxyUrl, sandboxEnv } from "./sandbox-env.ts";
 import { waitLive } from "./wait-live.ts";
 import { createWarmPool, type PoolMember, type WarmPoolDeps } from "./warm-pool.ts";
@@ -31,7 +31,7 @@ export type ProvisionerSettings = {
   sandboxApiOrigin: string;
   hostAlias: string;
   provisionTimeoutMs: number;
-  limits: { memoryBytes: number; nanoCpus: number; pids: number };
+  limits: SandboxLimits;
   llm: { baseUrl?: string; apiKey?: string; model?: string; timeoutS?: number };
   /** The agent a session gets when it names none: the one pooled sandboxes are made for. */
   defaultAgent: string;

@@ -8,7 +8,7 @@ import type { Project } from "../../protocol/project.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type { EgressPort, Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
-import type { SandboxDriver, SandboxEgress } from "../sandbox/driver.ts";
+import type { SandboxDriver, SandboxEgress, SandboxLimits } from "../sandbox/driver.ts";
 import { readHealth, waitHealth } from "./wait-live.ts";
 
 const run = promisify(execFile);
@@ -57,7 +57,7 @@ export type WarmPoolDeps = {
     readyTimeoutMs: number;
     defaultAgent: string;
     defaultModel?: string;
-    limits: { memoryBytes: number; nanoCpus: number; pids: number };
+    limits: SandboxLimits;
   };
   installationId: string;
   /** This API process: its pool's containers carry it, so the reconciler leaves them to it while it lives. */

@@ -1,14 +1,14 @@
 import type Docker from "dockerode";
 import { plainText } from "../../protocol/terminal-text.ts";
 import { buildFailure, STEP } from "./build-failure.ts";
-import type { ImageBuild, SandboxSpec } from "./driver.ts";
+import type { ImageBuild, SandboxLimits } from "./driver.ts";
 import type { SandboxPlacement } from "./networking.ts";
 
 /** A CPU period of 100 ms: the engine's own default, against which a build's quota is counted. */
 const CPU_PERIOD_US = 100_000;
 
 /** The build API's fences for a sandbox's image: its limits (no swap beyond them) and its network and host alias. */
-export function buildFences(placement: SandboxPlacement, limits: SandboxSpec["limits"]) {
+export function buildFences(placement: SandboxPlacement, limits: SandboxLimits) {
   return {
     memory: limits.memoryBytes,
     memswap: limits.memoryBytes,

@@ -12,6 +12,7 @@ import type {
   SandboxDriver,
   SandboxEgress,
   SandboxExec,
+  SandboxLimits,
   SandboxSpec,
 } from "./driver.ts";
 import { type ContainerAddresses, type SandboxNetworking, type SandboxPlacement, statusOf } from "./networking.ts";
@@ -31,7 +32,7 @@ const LOG_CONFIG: Docker.HostConfig["LogConfig"] = {
 };
 
 /** Resource limits and hardening shared by sandboxes and apps. */
-function hostConfig(placement: SandboxPlacement, limits: SandboxSpec["limits"]): Docker.HostConfig {
+function hostConfig(placement: SandboxPlacement, limits: SandboxLimits): Docker.HostConfig {
   return {
     NetworkMode: placement.networkId,
     PortBindings: placement.portBindings,

@@ -53,7 +53,7 @@ export type AppContainerSpec = {
   command?: string;
   port: number;
   owner: AppOwner;
-  limits: SandboxSpec["limits"];
+  limits: SandboxLimits;
 };
 
 export type AppContainerInfo = {
@@ -65,6 +65,9 @@ export type AppContainerInfo = {
   endpoint: string | null;
 };
 
+/** What one sandbox or app container may use of the host (SVC_SANDBOX_MEMORY_MB and the like). */
+export type SandboxLimits = { memoryBytes: number; nanoCpus: number; pids: number };
+
 export type SandboxSpec = {
   name: string;
   image: string;
@@ -72,7 +75,7 @@ export type SandboxSpec = {
   owner: SandboxOwner;
   /** The daemon's port inside the sandbox; reachable by the API only. */
   servicePort: number;
-  limits: { memoryBytes: number; nanoCpus: number; pids: number };
+  limits: SandboxLimits;
   /** A warm-pool sandbox: the API process (cluster instance) whose pool holds it until a session claims it. */
   pool?: string;
   /** Default `open`. */
@@ -108,7 +111,7 @@ export type ImageBuild = {
    * A build of a project's own Dockerfile: its steps run fenced as the sandbox that will run the image is (its
    * limits, its network and host alias), never on the engine's default network unbounded.
    */
-  sandbox?: { owner: NetworkOwner; limits: SandboxSpec["limits"] };
+  sandbox?: { owner: NetworkOwner; limits: SandboxLimits };
 };
 
 /** Where sandboxes meet the host: the host's own address on the sandboxes' network, and that network. */

@@ -55,6 +55,7 @@ export const API_TIER = [
   "test/served-install.test.ts", // the API process with SVC_ORCHESTRATOR=off
   "test/self-host-wizard.test.ts", // its stacks start with SVC_ORCHESTRATOR=off
   "test/session-cap.test.ts", // two APIs on one database, a driver that records calls and starts no sandbox
+  "test/session-ids.test.ts", // the API with a session service over a driver that runs no sandbox
   "test/session-wait.test.ts", // the API with a session service over a driver that runs no sandbox
   "test/storage.test.ts",
   "test/triggers-external.test.ts",

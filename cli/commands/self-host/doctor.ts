@@ -5,12 +5,10 @@ import { CliError } from "../../errors.ts";
 import { printJson, printLine } from "../../output.ts";
 import { composeProject } from "./compose.ts";
 import { dockerGet } from "./docker-engine.ts";
-import { checkGateway, checkGatewayFromSandboxes } from "./gateway-checks.ts";
+import { type Check, checkGateway, checkGatewayFromSandboxes } from "./gateway-checks.ts";
 import { readHealth } from "./health.ts";
 import { hostFirewallState } from "./host-firewall.ts";
 import { configuredModel, ensureState, localOrigin, selfHostPaths } from "./state.ts";
-
-export type Check = { check: string; ok: boolean; detail: string };
 
 async function checkStack(origin: string, health: ApiHealth | undefined): Promise<Check> {
   const ok = health !== undefined;

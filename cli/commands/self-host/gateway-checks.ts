@@ -1,8 +1,10 @@
 /** The doctor's model-gateway checks: one real request, and whether sandboxes can reach a gateway on loopback. */
 import { connect } from "node:net";
 import { dockerGet } from "./docker-engine.ts";
-import type { Check } from "./doctor.ts";
 import type { configuredModel } from "./state.ts";
+
+/** One line of `svc self-host doctor`: what was checked, whether it passed, and what to do when not. */
+export type Check = { check: string; ok: boolean; detail: string };
 
 const GATEWAY_TIMEOUT_MS = 10_000;
 
