@@ -62,6 +62,7 @@ import { createSecretStore } from "./secrets/store.ts";
 import { agentRoutes } from "./sessions/agent.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { execUpgrade, sandboxLogRoutes } from "./sessions/sandbox-access.ts";
+import { pushSecretChanges } from "./sessions/secret-updates.ts";
 import {
   createSessionService,
   SANDBOX_SERVICE_KEY_CONTEXT,
@@ -173,6 +174,19 @@ export function createServices(
   const appDeploys = createAppDeployStore(sql);
   const appEndpoints = createTtlCache<string, string | undefined>(APP_ENDPOINT_TTL_MS);
 
+  /** A project's secrets as its sandboxes get them. */
+  const sandboxSecrets = {
+    revision: secrets.revision,
+    async values(projectId: string) {
+      const { values, revision } = await secrets.values(projectId);
+      // The remote's credential serves the API's git endpoint, which relays a sandbox's pushes: never the sandbox.
+      return {
+        revision,
+        values: Object.fromEntries(Object.entries(values).filter(([name]) => name !== PROJECT_REPO_TOKEN_SECRET)),
+      };
+    },
+  };
+
   /** The orchestrator's ports, implemented by this API's stores. */
   function composeOrchestrator(o: NonNullable<AppOptions["orchestrator"]>): Orchestrator {
     return createOrchestrator({
@@ -188,17 +202,7 @@ export function createServices(
           tokens.mint({ userId, projectId, sessionId, name: `session ${sessionId}` }),
         revoke: (tokenId) => tokens.revoke(tokenId),
       },
-      // The remote's credential serves the API's git endpoint, which relays a sandbox's pushes: never the sandbox.
-      secrets: {
-        revision: secrets.revision,
-        values: async (projectId) => {
-          const { values, revision } = await secrets.values(projectId);
-          return {
-            revision,
-            values: Object.fromEntries(Object.entries(values).filter(([name]) => name !== PROJECT_REPO_TOKEN_SECRET)),
-          };
-        },
-      },
+      secrets: sandboxSecrets,
       repos: {
         gitDir: (project) => repos.open(project, 0),
         tips: (project) => repos.tips(project, 0),
@@ -259,6 +263,15 @@ export function createServices(
     events.on("repo.fetched", ({ projectId }) => reloadTriggers(projectId));
     events.on("change-request.changed", ({ project, change }) => {
       if (change === "merged") reloadTriggers(project.id);
+    });
+  }
+  if (sessions) {
+    events.on("secrets.changed", async ({ projectId, unset }) => {
+      const project = await projects.byId(projectId);
+      if (!project) return;
+      const { values } = await sandboxSecrets.values(projectId);
+      const env = { set: values, unset: unset.filter((name) => !(name in values)) };
+      await pushSecretChanges({ sessions, store: sessionStore, log }, project, env);
     });
   }
 

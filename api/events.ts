@@ -14,6 +14,8 @@ export type EventMap = {
   "change-request.changed": { project: Project; cr: ChangeRequest; change: "created" | "merged" | "closed" };
   /** A push into a managed repository was received: any branch may have moved, the default one included. */
   "repo.pushed": { projectId: string };
+  /** A project's secrets were set or unset (`unset`: the names removed): the secret routes. */
+  "secrets.changed": { projectId: string; unset: string[] };
   /** An external repository's mirror was fetched: any of its branches may have moved. */
   "repo.fetched": { projectId: string };
 };

@@ -14,7 +14,7 @@ import { modelFailure } from "./model-failure.ts";
 import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
 import { createDaemonServer } from "./server.ts";
-import { writeSessionEnv } from "./session-env-plugin.ts";
+import { type SessionEnv, withSessionEnv, writeSessionEnv } from "./session-env-plugin.ts";
 import { startWarmUpModel, WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-model.ts";
 import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
 
@@ -31,7 +31,8 @@ function selfCommand(): string {
 async function daemon(): Promise<void> {
   let config = loadDaemonConfig();
   const activity = createActivity();
-  const extraEnv: Record<string, string> = {};
+  // Secrets set (a value) or unset (null) while the session runs (POST /svc/env).
+  const extraEnv: SessionEnv = {};
   // A pooled sandbox's session environment, from its claim: every later runtime start gets it as process env.
   let sessionEnv: Record<string, string> = {};
   let pool: DaemonHealth["pool"] = config.pooled ? "seeding" : undefined;
@@ -52,7 +53,7 @@ async function daemon(): Promise<void> {
           command: config.agentCommand,
           cwd: config.workspace,
           port: config.agentPort,
-          env: { ...(process.env as Record<string, string>), ...sessionEnv, ...extraEnv },
+          env: withSessionEnv(process.env as Record<string, string>, { ...sessionEnv, ...extraEnv }),
         }
       : opencodeSpec(config, { ...sessionEnv, ...extraEnv }, warmUpModel?.baseUrl);
   const runtime = createRuntimeSupervisor(spec, log);
@@ -206,10 +207,17 @@ async function daemon(): Promise<void> {
       seed,
       claim,
       async env(body: EnvBody) {
-        for (const name of body.unset) delete extraEnv[name];
+        for (const name of body.unset) extraEnv[name] = null;
         Object.assign(extraEnv, body.set);
-        await runtime.restart();
-        return { names: Object.keys(extraEnv).sort() };
+        writeSessionEnv(config.agentHome, { ...sessionEnv, ...extraEnv });
+        // opencode's shells read that file before each command (session-env-plugin.ts), so its conversation goes
+        // on; another runtime has only its process environment, which a restart replaces.
+        if (config.agentCommand) await runtime.restart();
+        return {
+          names: Object.keys(extraEnv)
+            .filter((name) => extraEnv[name] !== null)
+            .sort(),
+        };
       },
     },
   });

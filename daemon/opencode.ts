@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { DaemonConfig } from "./config.ts";
 import type { RuntimeSpec } from "./runtime.ts";
-import { writeSessionEnvPlugin } from "./session-env-plugin.ts";
+import { type SessionEnv, withSessionEnv, writeSessionEnvPlugin } from "./session-env-plugin.ts";
 import { WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-model.ts";
 import { agentConfigDir } from "./workspace.ts";
 
@@ -93,20 +93,19 @@ export function opencodeConfig(config: DaemonConfig, warmUpUrl?: string): Record
 const PERMISSIONS = { edit: "allow", bash: "allow", webfetch: "allow", doom_loop: "allow", external_directory: "deny" };
 
 /** `warmUpUrl`: a pooled sandbox's loopback warm-up model (warm-up-model.ts), configured beside the gateway. */
-export function opencodeSpec(config: DaemonConfig, extraEnv: Record<string, string>, warmUpUrl?: string): RuntimeSpec {
+export function opencodeSpec(config: DaemonConfig, sessionEnv: SessionEnv, warmUpUrl?: string): RuntimeSpec {
   const configDir = agentConfigDir(config.workspace);
   mkdirSync(config.agentHome, { recursive: true });
   seedConfigDir(configDir, config.workspace);
   seedConfigDir(join(config.agentHome, ".config", "opencode"), config.workspace);
   const content = opencodeConfig(config, warmUpUrl);
-  if (config.pooled) content.plugin = [pathToFileURL(writeSessionEnvPlugin(config.agentHome)).href];
+  content.plugin = [pathToFileURL(writeSessionEnvPlugin(config.agentHome)).href];
   return {
     command: [config.opencodeBin, "serve", "--hostname", "127.0.0.1", "--port", String(config.agentPort)],
     cwd: config.workspace,
     port: config.agentPort,
     env: {
-      ...(process.env as Record<string, string>),
-      ...extraEnv,
+      ...withSessionEnv(process.env as Record<string, string>, sessionEnv),
       HOME: config.agentHome,
       OPENCODE_CONFIG_DIR: configDir,
       OPENCODE_CONFIG_CONTENT: JSON.stringify(content),

@@ -6,9 +6,11 @@ import { SESSION_ENV_FILE_NAME } from "../protocol/env.ts";
 export const sessionEnvFile = (agentHome: string) => join(agentHome, SESSION_ENV_FILE_NAME);
 
 /**
- * An opencode plugin that adds the session's environment to every shell the agent runs. A pooled sandbox's
- * opencode starts before any session owns it; its process environment cannot change after, but opencode asks
- * `shell.env` before each command, so a claim only writes the file this reads.
+ * An opencode plugin that puts the session's environment into every shell the agent runs: a name with a value is
+ * set, one with `null` is removed (left undefined: the runtime's spawn leaves such a name out, even one its own
+ * process environment holds). opencode's process environment cannot change once it runs (a pooled sandbox's
+ * starts before any session owns it; a secret may change while a session runs), but opencode asks `shell.env`
+ * before each command, so a claim or a change only writes the file this reads, and the conversation goes on.
  */
 export function writeSessionEnvPlugin(agentHome: string): string {
   const dir = join(agentHome, ".svc-plugins");
@@ -18,13 +20,28 @@ export function writeSessionEnvPlugin(agentHome: string): string {
 const read = () => { try { return JSON.parse(readFileSync(${JSON.stringify(sessionEnvFile(agentHome))}, "utf8")); } catch { return {}; } };
 export default {
   id: "svc-session-env",
-  server: async () => ({ "shell.env": async (_input, output) => { Object.assign(output.env, read()); } }),
+  server: async () => ({ "shell.env": async (_input, output) => {
+    for (const [name, value] of Object.entries(read())) { output.env[name] = value === null ? undefined : value; }
+  } }),
 };
 `;
   writeFileSync(file, source);
   return file;
 }
 
-export function writeSessionEnv(agentHome: string, env: Record<string, string>): void {
+/** The session's variables over `base`: a name with a value is set, one with `null` removed. */
+export function withSessionEnv(base: Record<string, string>, env: SessionEnv): Record<string, string> {
+  const out = { ...base };
+  for (const [name, value] of Object.entries(env)) {
+    if (value === null) delete out[name];
+    else out[name] = value;
+  }
+  return out;
+}
+
+/** A session's variables: a value sets a name, `null` removes one its container was created with. */
+export type SessionEnv = Record<string, string | null>;
+
+export function writeSessionEnv(agentHome: string, env: SessionEnv): void {
   writeFileSync(sessionEnvFile(agentHome), JSON.stringify(env), { mode: 0o600 });
 }

@@ -8,6 +8,7 @@ import { containerEnv } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
+import { waitFor } from "./support/wait.ts";
 
 describe("the real opencode runtime in a sandbox, driven by a scripted model", () => {
   let sandboxed: SandboxedProject;
@@ -48,6 +49,19 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
         ],
       },
       {
+        when: "Show the secret",
+        steps: [
+          {
+            tool: "bash",
+            args: {
+              command: "(printenv ROTATED || echo unset) | tr -d '\\n' > seen.txt",
+              description: "write seen.txt",
+            },
+          },
+          { text: "Written." },
+        ],
+      },
+      {
         when: "What did you write",
         steps: [{ text: "I wrote chat.txt." }],
       },
@@ -69,6 +83,12 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
       llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" },
     });
     ({ docker, api, user, project } = sandboxed);
+    // In the sandbox's own environment from its creation on: the test below changes it, then takes it away.
+    const secret = await call(api.url, "PUT", `/v1/projects/${project.id}/secrets`, {
+      token: user.token,
+      body: { secrets: { ROTATED: "at-creation" } },
+    });
+    expect(secret.status).toBe(200);
   }, 300_000);
   afterAll(async () => {
     await sandboxed?.close();
@@ -252,6 +272,49 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     await waitFor("Hello from the agent.", aborted);
     tty.stdin!.write("\x04");
     expect((await tty).exitCode).toBe(0);
+  }, 120_000);
+
+  it("a secret set or unset while the session runs reaches the agent's next shell command; the runtime goes on", async () => {
+    const { session } = await sandbox();
+    const env = {
+      ...cliHome().env,
+      SVC_API_URL: `${api.url}/v1`,
+      SVC_CLI_TOKEN: user.token,
+      SVC_PROJECT_ID: project.id,
+    };
+    const secrets = (method: string, body: unknown) =>
+      call(api.url, method, `/v1/projects/${project.id}/secrets`, { token: user.token, body });
+    const restarts = async () =>
+      (await (await fetch(`${session.sandbox_url}/svc/health`)).json()).agent.restarts as number;
+    /** What `svc sessions exec` sees, once the change has reached the sandbox (it is sent as the secret changes). */
+    const execSees = (value: string) =>
+      waitFor(
+        `exec to see ROTATED=${value}`,
+        async () =>
+          (
+            await svc(["sessions", "exec", session.session_id, "--", "sh", "-c", "printenv ROTATED || echo unset"], {
+              env,
+            })
+          ).stdout === value,
+        { timeoutMs: 10_000, everyMs: 200 },
+      );
+    /** What the agent's own shell command sees, in the conversation it had. */
+    const agentSees = async () => {
+      const chat = await svc(["sessions", "chat", session.session_id, "--prompt", "Show the secret."], { env });
+      expect(chat.code, chat.stderr).toBe(0);
+      return (await svc(["sessions", "exec", session.session_id, "--", "cat", "seen.txt"], { env })).stdout;
+    };
+    const before = await restarts();
+    expect(await agentSees()).toBe("at-creation");
+
+    expect((await secrets("PUT", { secrets: { ROTATED: "rotated" } })).status).toBe(200);
+    await execSees("rotated");
+    expect(await agentSees()).toBe("rotated");
+
+    expect((await secrets("DELETE", { names: ["ROTATED"] })).status).toBe(200);
+    await execSees("unset");
+    expect(await agentSees()).toBe("unset");
+    expect(await restarts()).toBe(before);
   }, 120_000);
 
   it("re-pulls the session branch and restarts the runtime in place on POST /svc/refresh", async () => {

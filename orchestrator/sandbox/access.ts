@@ -1,4 +1,4 @@
-import { SANDBOX_WORKSPACE, SandboxEnv, SESSION_ENV_FILE } from "../../protocol/env.ts";
+import { SANDBOX_WORKSPACE, SESSION_ENV_FILE } from "../../protocol/env.ts";
 import { redact } from "../../protocol/redact.ts";
 import { CLONE_CREDENTIAL_PREFIX, SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
 import { sensitiveValues } from "../provisioning/sandbox-env.ts";
@@ -17,9 +17,11 @@ export type ExecRequest = { cmd: string[]; tty: boolean; stdin: boolean; cols?: 
  * credentials and secret values it was given masked, and commands run in its workspace as its own user.
  */
 export function createSandboxAccess(driver: ContainerVerbs) {
-  /** A claimed pooled sandbox's session variables, which its container's own environment cannot hold. */
-  async function sessionEnv(containerId: string): Promise<string[]> {
-    if ((await driver.environment(containerId))[SandboxEnv.pooled] !== "1") return [];
+  /**
+   * The session's variables its container's own environment does not hold: a claimed pooled sandbox's, and secrets
+   * set (a value) or unset (null) while it runs (the file the daemon writes for the agent's shells).
+   */
+  async function sessionEnv(containerId: string): Promise<{ set: string[]; unset: string[] }> {
     const read = await driver.exec(containerId, {
       cmd: ["cat", SESSION_ENV_FILE],
       tty: false,
@@ -30,11 +32,13 @@ export function createSandboxAccess(driver: ContainerVerbs) {
     const chunks: Buffer[] = [];
     for await (const { stream, data } of read.output) if (stream === "stdout") chunks.push(data);
     try {
-      return Object.entries(JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, string>).map(
-        ([name, value]) => `${name}=${value}`,
-      );
+      const entries = Object.entries(JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>);
+      return {
+        set: entries.flatMap(([name, value]) => (typeof value === "string" ? [`${name}=${value}`] : [])),
+        unset: entries.flatMap(([name, value]) => (value === null ? [name] : [])),
+      };
     } catch {
-      return [];
+      return { set: [], unset: [] };
     }
   }
 
@@ -55,13 +59,16 @@ export function createSandboxAccess(driver: ContainerVerbs) {
     async exec(containerId: string, request: ExecRequest): Promise<SandboxExec> {
       const session = await sessionEnv(containerId);
       return driver.exec(containerId, {
-        cmd: request.cmd,
+        // The engine's exec only adds variables: one unset since the container was made is taken off by `env -u`.
+        cmd: session.unset.length
+          ? ["env", ...session.unset.flatMap((name) => ["-u", name]), ...request.cmd]
+          : request.cmd,
         tty: request.tty,
         stdin: request.stdin,
         cols: request.cols,
         rows: request.rows,
         workingDir: SANDBOX_WORKSPACE,
-        env: [...session, ...(request.tty ? [`TERM=${request.term ?? "xterm"}`] : [])],
+        env: [...session.set, ...(request.tty ? [`TERM=${request.term ?? "xterm"}`] : [])],
       });
     },
   };
