@@ -9,17 +9,22 @@ import { type SandboxedProject, startSandboxedProject } from "./support/sandboxe
 import { waitFor } from "./support/wait.ts";
 
 const SECRET = "greeting-value-s3cret";
-/** A tiny HTTP app in the platform image: answers `<version> <secret>` and logs that it listens. */
-const manifest = (version: string, extra = "") => `[project]
+/**
+ * A tiny HTTP app in the platform image, run from the repository's files: answers `<version.txt> <secret>` and logs
+ * that it listens.
+ */
+const manifest = (extra = "") => `[project]
 name = "apps"
 
 [[apps]]
 name = "web"
-command = "node -e \\"console.log('listening ' + process.env.GREETING); require('http').createServer((q, s) => s.end('${version} ' + process.env.GREETING)).listen(process.env.PORT)\\""
+command = "node -e \\"console.log('listening ' + process.env.GREETING); require('http').createServer((q, s) => s.end(require('fs').readFileSync('version.txt', 'utf8') + ' ' + process.env.GREETING)).listen(process.env.PORT)\\""
 port = 8080
 env = ["GREETING"]
 health_path = "/"
 ${extra}`;
+/** The manifest and the file the app serves its version from. */
+const appFiles = (version: string, extra = "") => ({ "svc.toml": manifest(extra), "version.txt": version });
 /** Fails its one step, saying first what memory limit the step ran under (cgroup v2, or v1 as on this machine). */
 const BROKEN_DOCKERFILE = [
   "ARG SVC_BASE_IMAGE",
@@ -113,7 +118,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
   });
 
   it("an open CR deploys nothing; merged, the app deploys and answers on its own URL", async () => {
-    const number = await openCr("add-app", { "svc.toml": manifest("v1") });
+    const number = await openCr("add-app", appFiles("v1"));
     await sleep(1500);
     expect((await api("GET", "/apps")).body).toEqual({ apps: [], manifest_error: null });
     expect(
@@ -143,7 +148,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
   }, 300_000);
 
   it("a command change in an open CR changes nothing; after the merge it redeploys", async () => {
-    const number = await openCr("app-v2", { "svc.toml": manifest("v2") });
+    const number = await openCr("app-v2", appFiles("v2"));
     await sleep(1500);
     expect((await deploys()).length).toBe(1);
     expect(await answer()).toBe(`v1 ${SECRET}`);
@@ -175,7 +180,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
 
   it("a broken build fails with its log (its step fenced like the app) and keeps the old revision serving; --wait exits 1", async () => {
     const number = await openCr("break-app", {
-      "svc.toml": manifest("v3", 'build = "broken.Dockerfile"'),
+      ...appFiles("v3", 'build = "broken.Dockerfile"'),
       "broken.Dockerfile": BROKEN_DOCKERFILE,
     });
     await merge(number);
@@ -286,7 +291,7 @@ describe("apps with SVC_APP_PROVIDER=none", () => {
       const user = await seedUser(api.services);
       const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Off" } })).body;
       const repo = await workRepo(authedUrl(project.repo_url, user.token));
-      await repo.commit("apps", { "svc.toml": manifest("v1") });
+      await repo.commit("apps", appFiles("v1"));
       expect((await repo.push("main")).code).toBe(0);
       const at = (path: string, method = "GET") =>
         call(api.url, method, `/v1/projects/${project.id}/apps${path}`, {

@@ -31,7 +31,8 @@ config_dir = ".svc/agent"
 # name = "web"                     # lowercase letters, digits and '-' (no '--'), at most 24; unique in this file
 # build = ".svc/Dockerfile"        # optional Dockerfile; when the file does not exist the platform image runs it
 # context = "."                    # optional build context (a directory of the repository)
-# command = "npm start"            # optional, run by sh -c; default the image's CMD
+# command = "npm start"            # optional, run by sh -c in /workspace, which holds the repository's files at
+#                                  # the deployed revision; default the image's CMD
 # port = 3000                      # the port the app listens on (it also gets PORT)
 # env = ["DATABASE_URL"]           # optional project secrets it gets as env vars
 # health_path = "/"                # must answer 2xx before traffic switches to a new deploy

@@ -149,7 +149,7 @@ describe("app deployer", () => {
   });
 
   it("on taking the lead: fails a dead process's interrupted deploys, leaves a live one's, re-creates a vanished one", async () => {
-    const { mem, apps, cluster, project, start, live } = setup();
+    const { mem, apps, repos, cluster, project, start, live } = setup();
     cluster.alive.add("other-live");
     // The manifest is unreadable just now: only the reconciling happens.
     apps.setApps(project, null, null);
@@ -196,7 +196,7 @@ describe("app deployer", () => {
       status: "live",
       instance_id: "dead",
       container_id: "long-gone",
-      revision: "a".repeat(40),
+      revision: repos.tip(project)!,
     });
 
     await start();

@@ -12,7 +12,12 @@ export async function gitOut(dir: string, args: string[]): Promise<string | unde
   });
 }
 
-/** A tree (or `commit:path`) as a tar stream: the build context of an image built from the repository. */
-export function gitArchive(dir: string, tree: string): NodeJS.ReadableStream {
-  return spawn("git", ["-C", dir, "archive", "--format=tar", tree], { stdio: ["ignore", "pipe", "ignore"] }).stdout;
+/**
+ * A tree (or `commit:path`) as a tar stream: the build context of an image built from the repository. `addFiles`:
+ * files of this machine added at the archive's top (git archive --add-file).
+ */
+export function gitArchive(dir: string, tree: string, addFiles: string[] = []): NodeJS.ReadableStream {
+  const add = addFiles.map((file) => `--add-file=${file}`);
+  return spawn("git", ["-C", dir, "archive", "--format=tar", ...add, tree], { stdio: ["ignore", "pipe", "ignore"] })
+    .stdout;
 }
