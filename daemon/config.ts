@@ -3,6 +3,7 @@ import {
   AGENT_HOME,
   AGENT_RUNTIME_PORT,
   MODEL_TIMEOUT_S_DEFAULT,
+  RUNTIME_PROVIDER_KEYS,
   SANDBOX_SERVICE_PORT,
   SANDBOX_WORKSPACE,
 } from "../protocol/env.ts";
@@ -86,5 +87,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
     agentPort: e.SVC_AGENT_PORT,
     agentCommand,
     opencodeBin: e.SVC_OPENCODE_BIN,
+    /** The runtime's own providers (opencode's ids) whose key the project set as a secret (OPENAI_API_KEY...). */
+    runtimeProviders: Object.entries(RUNTIME_PROVIDER_KEYS).flatMap(([key, id]) => (env[key] ? [id] : [])),
   };
 }

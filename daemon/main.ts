@@ -86,9 +86,14 @@ async function daemon(): Promise<void> {
       throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
   };
   /** opencode is given only the svc gateway as a provider: without one, no prompt could ever be answered. */
-  const modelMissing = !config.agentCommand && !config.llm.baseUrl;
+  const modelMissing = !config.agentCommand && !config.llm.baseUrl && config.runtimeProviders.length === 0;
   const requireModel = () => {
-    if (modelMissing) throw daemonError("MODEL_NOT_CONFIGURED", "no model gateway is configured (SVC_LLM_BASE_URL)");
+    if (modelMissing) {
+      throw daemonError(
+        "MODEL_NOT_CONFIGURED",
+        "no model is configured (SVC_LLM_BASE_URL, or a project's OPENAI_API_KEY / ANTHROPIC_API_KEY)",
+      );
+    }
   };
 
   async function sendBootstrapPrompt(): Promise<void> {

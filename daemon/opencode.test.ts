@@ -31,4 +31,19 @@ describe("opencodeConfig", () => {
     expect(opencodeConfig(config(gateway))).toMatchObject({ enabled_providers: ["svc"] });
     expect(opencodeConfig(config(gateway)).provider).not.toHaveProperty("svc-warmup");
   });
+
+  it("turns on opencode's own providers whose key the project set, running a model they name there", () => {
+    const anthropic = opencodeConfig(config({ ANTHROPIC_API_KEY: "sk-ant", SVC_AGENT_MODEL: "anthropic/claude-x" }));
+    expect(anthropic).toMatchObject({ enabled_providers: ["anthropic"], model: "anthropic/claude-x" });
+    expect(anthropic.provider).toEqual({});
+    // No model named: the provider's own default.
+    expect(opencodeConfig(config({ OPENAI_API_KEY: "sk-oa" }))).not.toHaveProperty("model");
+    // Beside a gateway: a model of the provider runs there, any other on the gateway.
+    const both = { SVC_LLM_BASE_URL: "http://gw:9000/v1", OPENAI_API_KEY: "sk-oa" };
+    expect(opencodeConfig(config({ ...both, SVC_AGENT_MODEL: "openai/gpt-x" }))).toMatchObject({
+      enabled_providers: ["svc", "openai"],
+      model: "openai/gpt-x",
+    });
+    expect(opencodeConfig(config({ ...both, SVC_AGENT_MODEL: "other/m" }))).toMatchObject({ model: "svc/m" });
+  });
 });

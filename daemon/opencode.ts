@@ -39,8 +39,9 @@ function seedConfigDir(dir: string, workspace: string): void {
 
 /**
  * opencode's config: the model gateway as an OpenAI-compatible provider, nothing that phones home. Only that
- * provider is ever enabled: with no gateway opencode has none at all (a prompt fails at once with "No providers
- * are available") rather than falling back to its built-in ones, which retry an unreachable internet for a minute.
+ * provider is enabled, and those of opencode's own whose key the project set (OPENAI_API_KEY, ANTHROPIC_API_KEY):
+ * with neither, opencode has none at all (a prompt fails at once with "No providers are available") rather than
+ * falling back to every built-in one, which retry an unreachable internet for a minute.
  */
 export function opencodeConfig(config: DaemonConfig, warmUpUrl?: string): Record<string, unknown> {
   const base: Record<string, unknown> = {
@@ -51,7 +52,9 @@ export function opencodeConfig(config: DaemonConfig, warmUpUrl?: string): Record
     formatter: false,
     enabled_providers: [PROVIDER_ID],
   };
-  if (!config.llm.baseUrl) return base;
+  const gateway = config.llm.baseUrl;
+  const own = config.runtimeProviders;
+  if (!gateway && own.length === 0) return base;
   const warmUp = warmUpUrl
     ? {
         [WARM_UP_PROVIDER]: {
@@ -62,28 +65,40 @@ export function opencodeConfig(config: DaemonConfig, warmUpUrl?: string): Record
         },
       }
     : {};
-  const model = config.agentModel?.includes("/")
-    ? config.agentModel.split("/").slice(1).join("/")
-    : (config.agentModel ?? "default");
+  const [prefix = "", ...rest] = config.agentModel?.split("/") ?? [];
+  const gatewayModel = rest.length > 0 ? rest.join("/") : (config.agentModel ?? "default");
+  // A model named by one of the runtime's own providers (`anthropic/claude-…`) runs there; any other on the
+  // gateway; with neither named nor a gateway, the provider's own default.
+  const model =
+    rest.length > 0 && own.includes(prefix)
+      ? config.agentModel
+      : gateway
+        ? `${PROVIDER_ID}/${gatewayModel}`
+        : undefined;
   return {
     ...base,
-    enabled_providers: [PROVIDER_ID, ...Object.keys(warmUp)],
-    model: `${PROVIDER_ID}/${model}`,
-    small_model: `${PROVIDER_ID}/${model}`,
+    enabled_providers: [...(gateway ? [PROVIDER_ID] : []), ...own, ...Object.keys(warmUp)],
+    ...(model ? { model, small_model: model } : {}),
     provider: {
-      [PROVIDER_ID]: {
-        npm: "@ai-sdk/openai-compatible",
-        name: "svc model gateway",
-        options: {
-          baseURL: config.llm.baseUrl,
-          apiKey: config.llm.apiKey ?? "none",
-          // opencode aborts a call whose headers, or whose next event-stream read, take longer; it then retries
-          // (up to 5 times, with backoff), which the daemon stops at the first retry (model-failure.ts).
-          headerTimeout: config.llm.timeoutS * 1000,
-          chunkTimeout: config.llm.timeoutS * 1000,
-        },
-        models: { [model]: { name: model, tool_call: true, limit: { context: 128_000, output: 16_000 } } },
-      },
+      ...(gateway
+        ? {
+            [PROVIDER_ID]: {
+              npm: "@ai-sdk/openai-compatible",
+              name: "svc model gateway",
+              options: {
+                baseURL: gateway,
+                apiKey: config.llm.apiKey ?? "none",
+                // opencode aborts a call whose headers, or whose next event-stream read, take longer; it then
+                // retries (up to 5 times, with backoff), which the daemon stops at the first retry (model-failure.ts).
+                headerTimeout: config.llm.timeoutS * 1000,
+                chunkTimeout: config.llm.timeoutS * 1000,
+              },
+              models: {
+                [gatewayModel]: { name: gatewayModel, tool_call: true, limit: { context: 128_000, output: 16_000 } },
+              },
+            },
+          }
+        : {}),
       ...warmUp,
     },
   };

@@ -72,3 +72,19 @@ export const MODEL_TIMEOUT_S_DEFAULT = 120;
 
 /** How a self-hosted installation gets a model gateway: the exact command, quoted in every "no model" message. */
 export const MODEL_SETUP_COMMAND = `svc self-host env set ${SandboxEnv.llmBaseUrl}=… ${SandboxEnv.llmApiKey}=… ${SandboxEnv.agentModel}=…`;
+
+/** Project secrets that give one project a model gateway of its own, in place of the stack's (DESIGN). */
+export const PROJECT_MODEL_SECRETS: readonly string[] = [
+  SandboxEnv.llmBaseUrl,
+  SandboxEnv.llmApiKey,
+  SandboxEnv.agentModel,
+];
+
+/** Project secrets that turn on the agent runtime's own providers, by opencode's provider id. */
+export const RUNTIME_PROVIDER_KEYS: Readonly<Record<string, string>> = {
+  OPENAI_API_KEY: "openai",
+  ANTHROPIC_API_KEY: "anthropic",
+};
+
+/** The other way to a model, for one project, named beside MODEL_SETUP_COMMAND in every "no model" message. */
+export const PROJECT_MODEL_COMMAND = `svc secrets set ${SandboxEnv.llmBaseUrl}=… ${SandboxEnv.llmApiKey}=… ${SandboxEnv.agentModel}=… (or OPENAI_API_KEY=… / ANTHROPIC_API_KEY=…)`;

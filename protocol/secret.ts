@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { RESERVED_ENV_PREFIX } from "./env.ts";
+import { PROJECT_MODEL_SECRETS, RESERVED_ENV_PREFIX } from "./env.ts";
 import { ManifestError } from "./manifest.ts";
 import { SafeName, SafeText } from "./text.ts";
 
@@ -9,8 +9,8 @@ export const SecretName = z
   .max(200)
   .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "letters, digits and '_' only, not starting with a digit")
   .refine(
-    (n) => !n.toUpperCase().startsWith(RESERVED_ENV_PREFIX),
-    `the ${RESERVED_ENV_PREFIX} prefix is reserved for the platform`,
+    (n) => !n.toUpperCase().startsWith(RESERVED_ENV_PREFIX) || PROJECT_MODEL_SECRETS.includes(n),
+    `the ${RESERVED_ENV_PREFIX} prefix is reserved for the platform (but ${PROJECT_MODEL_SECRETS.join(", ")}, a project's own model)`,
   );
 
 /** A secret as listed: its name, never its value. */

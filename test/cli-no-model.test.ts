@@ -4,6 +4,8 @@ import { execIn } from "./support/docker.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 
 const SETUP = "svc self-host env set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=…";
+const PER_PROJECT =
+  "svc secrets set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=… (or OPENAI_API_KEY=… / ANTHROPIC_API_KEY=…)";
 
 /** A stack with no model gateway: svc says so, with the command that fixes it, instead of waiting in silence. */
 describe("svc sessions with no model configured", () => {
@@ -22,7 +24,7 @@ describe("svc sessions with no model configured", () => {
     const created = await svc(["sessions", "new"], { env });
     expect(created.code, created.stderr).toBe(0);
     expect(created.stderr).toContain(
-      `warning: no model is configured: the agent cannot answer until one is; run '${SETUP}'`,
+      `warning: no model is configured: the agent cannot answer until one is; run '${SETUP}', or for this project '${PER_PROJECT}'`,
     );
     const id = created.stdout.trim();
 
@@ -31,8 +33,8 @@ describe("svc sessions with no model configured", () => {
     expect(chat.code, chat.stderr).toBe(1);
     expect(chat.stderr).toContain(
       `error: no model is configured for this session's agent; run '${SETUP}', restart the stack ` +
-        `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${id}' ` +
-        "(MODEL_NOT_CONFIGURED, HTTP 503)",
+        `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${id}'; or give this project ` +
+        `its own: '${PER_PROJECT}', then restart the session (MODEL_NOT_CONFIGURED, HTTP 503)`,
     );
     // The agent's boot is all it waits for (seconds, more on a loaded CI machine), never opencode's minute of retries.
     expect(Date.now() - started).toBeLessThan(15_000);
@@ -50,5 +52,28 @@ describe("svc sessions with no model configured", () => {
       .slice("OPENCODE_CONFIG_CONTENT=".length);
     expect(JSON.parse(config)).toMatchObject({ enabled_providers: ["svc"] });
     expect(JSON.parse(config)).not.toHaveProperty("provider");
+  }, 180_000);
+
+  it("a project's own gateway, set as its secrets, is its sessions' model: no warning, and a failure names it", async () => {
+    // The sandbox's own loopback: nothing listens there, so the gateway is refused at once, named in the error.
+    const own = {
+      SVC_LLM_BASE_URL: "http://127.0.0.1:9/v1",
+      SVC_LLM_API_KEY: "sk-project-own",
+      SVC_AGENT_MODEL: "own-m",
+    };
+    const set = await svc(["secrets", "set", ...Object.entries(own).map(([k, v]) => `${k}=${v}`)], { env });
+    expect(set.code, set.stderr).toBe(0);
+    try {
+      const created = await svc(["sessions", "new"], { env });
+      expect(created.code, created.stderr).toBe(0);
+      expect(created.stderr).not.toContain("no model is configured");
+      const id = created.stdout.trim();
+      const chat = await svc(["sessions", "chat", id, "--prompt", "hello?"], { env });
+      expect(chat.code).toBe(1);
+      expect(chat.stderr).toContain("the model gateway at http://127.0.0.1:9/v1 cannot be reached");
+      expect(chat.stderr).not.toContain("sk-project-own");
+    } finally {
+      await svc(["secrets", "unset", ...Object.keys(own)], { env });
+    }
   }, 180_000);
 });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import { AbortResult, PromptAccepted } from "../../protocol/daemon.ts";
-import { MODEL_SETUP_COMMAND } from "../../protocol/env.ts";
+import { MODEL_SETUP_COMMAND, PROJECT_MODEL_COMMAND } from "../../protocol/env.ts";
 import { ErrorBody } from "../../protocol/errors.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SessionMessageBody } from "../../protocol/session.ts";
@@ -19,7 +19,8 @@ export const modelNotConfigured = (sessionId: string) =>
   apiError(
     "MODEL_NOT_CONFIGURED",
     `no model is configured for this session's agent; run '${MODEL_SETUP_COMMAND}', restart the stack ` +
-      `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${sessionId}'`,
+      `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${sessionId}'; or give this ` +
+      `project its own: '${PROJECT_MODEL_COMMAND}', then restart the session`,
   );
 
 /** The stable code of a daemon's error answer, if it is one. */

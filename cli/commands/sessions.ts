@@ -1,8 +1,16 @@
 import { Command } from "commander";
-import { DEFAULT_PREVIEW_PORT, MODEL_SETUP_COMMAND } from "../../protocol/env.ts";
+import {
+  DEFAULT_PREVIEW_PORT,
+  MODEL_SETUP_COMMAND,
+  PROJECT_MODEL_COMMAND,
+  RUNTIME_PROVIDER_KEYS,
+  SandboxEnv,
+} from "../../protocol/env.ts";
 import { ApiHealth } from "../../protocol/health.ts";
 import { PreviewLink } from "../../protocol/preview.ts";
+import { SecretList } from "../../protocol/secret.ts";
 import { Session, SessionList } from "../../protocol/session.ts";
+import type { Context } from "../context.ts";
 import { openDashboard } from "../dashboard-link.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parsePort } from "../flag-parsers.ts";
@@ -15,6 +23,13 @@ import { addSandboxAccess } from "./sandbox-access.ts";
 import { waitUntilRunning } from "./session-wait.ts";
 
 type NewOptions = { prompt?: string; agent?: string; model?: string; base?: string; wait: boolean };
+
+/** Whether the project's secrets name a model of its own (a gateway, or a key of the runtime's own providers). */
+async function hasOwnModel(client: Context["client"], secretsPath: string): Promise<boolean> {
+  const { secrets } = await client.request("GET", secretsPath, SecretList);
+  const own = [SandboxEnv.llmBaseUrl, ...Object.keys(RUNTIME_PROVIDER_KEYS)];
+  return secrets.some((s) => own.includes(s.name));
+}
 
 function printSession(s: Session): void {
   printLine(
@@ -75,8 +90,12 @@ export function sessionsCommand(): Command {
       body: { prompt: o.prompt, agent: o.agent, model: o.model, base_ref: o.base },
     });
     const health = await ctx.client.request("GET", "/health", ApiHealth);
-    if (health.model_configured === false)
-      warn(`no model is configured: the agent cannot answer until one is; run '${MODEL_SETUP_COMMAND}'`);
+    if (health.model_configured === false && !(await hasOwnModel(ctx.client, projectCommand(cmd, "secrets").path()))) {
+      warn(
+        `no model is configured: the agent cannot answer until one is; run '${MODEL_SETUP_COMMAND}', or for this ` +
+          `project '${PROJECT_MODEL_COMMAND}'`,
+      );
+    }
     if (o.wait)
       s = await waitUntilRunning(s, (query) => ctx.client.request("GET", path(`/${s.session_id}`), Session, { query }));
     if (o.json) printJson(s);

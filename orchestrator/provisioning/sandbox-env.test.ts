@@ -107,4 +107,42 @@ describe("egressProxyUrl", () => {
     expect(env.no_proxy).toBe(env.NO_PROXY);
     expect(sandboxEnv(input())).not.toHaveProperty("HTTP_PROXY");
   });
+
+  it("a project's own gateway (its secrets) replaces the stack's whole: URL, key and model, never the stack's key", () => {
+    const stack = {
+      baseUrl: "http://host.docker.internal:9000/v1",
+      apiKey: "sk-stack",
+      model: "stack-m",
+      timeoutS: 60,
+    };
+    const own = {
+      SVC_LLM_BASE_URL: "https://models.example.test/v1",
+      SVC_LLM_API_KEY: "sk-project",
+      SVC_AGENT_MODEL: "project-m",
+    };
+    const env = sandboxEnv(input({ llm: stack, secrets: own }));
+    expect(env).toMatchObject({
+      SVC_LLM_BASE_URL: own.SVC_LLM_BASE_URL,
+      SVC_GW_URL: own.SVC_LLM_BASE_URL,
+      SVC_LLM_API_KEY: "sk-project",
+      SVC_GW_API_KEY: "sk-project",
+      SVC_AGENT_MODEL: "project-m",
+      SVC_MODEL_TIMEOUT_S: "60",
+    });
+    expect(
+      Object.values(sandboxEnv(input({ llm: stack, secrets: { SVC_LLM_BASE_URL: own.SVC_LLM_BASE_URL } }))),
+    ).not.toContain("sk-stack");
+    // A model alone runs on the stack's gateway; a session's own model wins over both.
+    expect(sandboxEnv(input({ llm: stack, secrets: { SVC_AGENT_MODEL: "project-m" } }))).toMatchObject({
+      SVC_LLM_BASE_URL: stack.baseUrl,
+      SVC_AGENT_MODEL: "project-m",
+    });
+    const chosen = { ...session, agent_model: "session-m" };
+    expect(sandboxEnv(input({ llm: stack, secrets: own, session: chosen })).SVC_AGENT_MODEL).toBe("session-m");
+    // Without one of its own, the stack's as before.
+    expect(sandboxEnv(input({ llm: stack }))).toMatchObject({
+      SVC_LLM_BASE_URL: stack.baseUrl,
+      SVC_LLM_API_KEY: "sk-stack",
+    });
+  });
 });

@@ -29,10 +29,27 @@ export function egressProxyUrl(apiOrigin: string, serviceKey: string): string {
   return url.toString().replace(/\/$/, "");
 }
 
+/**
+ * The model gateway a session's sandbox uses: the project's own when its secrets name one (SVC_LLM_BASE_URL, with
+ * SVC_LLM_API_KEY and SVC_AGENT_MODEL), else the stack's. Never a mix: the stack's key must not go to the
+ * project's gateway.
+ */
+export function modelOf(secrets: Record<string, string>, stack: SandboxEnvInput["llm"]): SandboxEnvInput["llm"] {
+  const baseUrl = secrets[SandboxEnv.llmBaseUrl];
+  if (!baseUrl) return stack;
+  return {
+    baseUrl,
+    apiKey: secrets[SandboxEnv.llmApiKey],
+    model: secrets[SandboxEnv.agentModel],
+    timeoutS: stack.timeoutS,
+  };
+}
+
 /** SPEC "Environment variables", exactly: secrets first so no secret can shadow a platform variable. */
 export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
   const { session } = input;
-  const model = session.agent_model ?? input.llm.model;
+  const llm = modelOf(input.secrets, input.llm);
+  const model = session.agent_model ?? input.secrets[SandboxEnv.agentModel] ?? llm.model;
   const env: Record<string, string> = {
     ...input.secrets,
     [SandboxEnv.projectId]: input.project.id,
@@ -61,13 +78,13 @@ export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
     env[SandboxEnv.initialPrompt] = session.initial_prompt;
     env[SandboxEnv.bootstrapAgentSession] = "1";
   }
-  if (input.llm.baseUrl) {
-    env[SandboxEnv.llmBaseUrl] = input.llm.baseUrl;
-    env[SandboxEnv.gatewayUrl] = input.llm.baseUrl;
-    if (input.llm.timeoutS !== undefined) env[SandboxEnv.modelTimeout] = String(input.llm.timeoutS);
-    if (input.llm.apiKey) {
-      env[SandboxEnv.llmApiKey] = input.llm.apiKey;
-      env[SandboxEnv.gatewayApiKey] = input.llm.apiKey;
+  if (llm.baseUrl) {
+    env[SandboxEnv.llmBaseUrl] = llm.baseUrl;
+    env[SandboxEnv.gatewayUrl] = llm.baseUrl;
+    if (llm.timeoutS !== undefined) env[SandboxEnv.modelTimeout] = String(llm.timeoutS);
+    if (llm.apiKey) {
+      env[SandboxEnv.llmApiKey] = llm.apiKey;
+      env[SandboxEnv.gatewayApiKey] = llm.apiKey;
     }
   }
   return env;

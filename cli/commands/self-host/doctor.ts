@@ -1,4 +1,4 @@
-import { MODEL_SETUP_COMMAND } from "../../../protocol/env.ts";
+import { MODEL_SETUP_COMMAND, PROJECT_MODEL_COMMAND } from "../../../protocol/env.ts";
 import type { ApiHealth } from "../../../protocol/health.ts";
 import { LOCAL_BASE_IMAGE, PUBLIC_BASE_IMAGE } from "../../../protocol/stack-settings.ts";
 import { CliError } from "../../errors.ts";
@@ -77,7 +77,9 @@ export async function doctor(options: { json?: boolean }): Promise<void> {
   checks.push({
     check: "model",
     ok: model !== undefined,
-    detail: model ? `model '${model.model}' at ${model.baseUrl}` : `no model is configured: ${MODEL_SETUP_COMMAND}`,
+    detail: model
+      ? `model '${model.model}' at ${model.baseUrl}`
+      : `no model is configured: ${MODEL_SETUP_COMMAND}; or per project: ${PROJECT_MODEL_COMMAND}`,
   });
   if (model) {
     const gateway = await checkGateway(model);
