@@ -200,9 +200,16 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     await sleep(1500);
     expect((await deploys()).length).toBe(3);
 
+    // `apps info` shows the newest failure's whole reason, the failing step's output included.
+    const shown = await cli(["apps", "info", "web"]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`deploy ${failed.id} failed:`);
+    expect(shown.stdout).toContain(`compiling under ${1024 * 1024 * 1024}`);
+
     const again = await cli(["apps", "redeploy", "web", "--wait"]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("failed");
+    expect(again.stderr).toContain(`compiling under ${1024 * 1024 * 1024}`);
     expect(await answer()).toBe(`v2 ${SECRET}`);
   }, 120_000);
 

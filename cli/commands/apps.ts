@@ -47,6 +47,10 @@ function printApp(a: AppDetail): void {
     ].join("\n"),
   );
   if (a.deploys.length > 0) printDeploys(a.deploys);
+  // The table shows each error's first line; the newest failure's whole reason (a build's log, the app's last
+  // output) is what the person needs to fix it.
+  const failed = a.deploys[0]?.status === "failed" ? a.deploys[0] : undefined;
+  if (failed?.error) printLine(`\ndeploy ${failed.id} failed:\n${failed.error}`);
 }
 
 /** Polls the app's history until `deploy` finishes; a failed deploy is the command's failure. */
