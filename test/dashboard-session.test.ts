@@ -11,6 +11,7 @@ import { startScriptedLlm } from "./support/scripted-llm.ts";
 
 const ARTIFACTS = new URL("../test-artifacts/", import.meta.url).pathname;
 const REPLY = "Hello from the agent, streamed into the page.";
+const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 
 /**
  * The session page and `svc login`'s browser half in a real Chromium, against a real sandbox running the real
@@ -125,6 +126,26 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toBe("");
   });
+
+  it("Open preview leads to the sandbox's port on its own origin, under the page's policy", async () => {
+    const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
+    const server = await sandboxed.docker.getContainer(container!.Id).exec({
+      Cmd: ["/opt/svc/bin/node", "--input-type=module", "-e", readFileSync(PREVIEW_APP, "utf8")],
+    });
+    await server.start({ Detach: true });
+    const page = await context.newPage();
+    const blocked: string[] = [];
+    page.on("console", (m) => {
+      if (/Content Security Policy/i.test(m.text())) blocked.push(m.text());
+    });
+    await page.goto(`${sandboxed.api.url}${pagePath()}`);
+    await page.getByRole("button", { name: "Open preview" }).click();
+    await page.waitForURL((url) => url.hostname === `3000-${sessionId}.localhost`, { timeout: 15_000 });
+    // The dev server's page, its module and its WebSocket, all on the preview's origin.
+    await page.waitForFunction(() => document.querySelector("#out")?.textContent?.startsWith("module+"));
+    expect(blocked).toEqual([]);
+    await page.close();
+  }, 60_000);
 
   it("stops and restarts the session from the page", async () => {
     const page = await context.newPage();

@@ -7,12 +7,13 @@ import { SafeText } from "../../protocol/text.ts";
 import { ApiError } from "../errors.ts";
 import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
-import { createPreviewLink } from "../previews/links.ts";
+import { createPreviewLink, previewOrigins } from "../previews/links.ts";
 import { abortRun, relayEvents, sendMessage } from "../sessions/agent.ts";
 import { Params } from "../sessions/routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
 import { SESSION_CHAT_SCRIPT_PATH, sessionPage } from "./pages/session.ts";
 import { browserProject } from "./project-access.ts";
+import { contentSecurityPolicy } from "./security-headers.ts";
 import { requireCsrf } from "./session-auth.ts";
 
 /** Read once: the bundle has it beside itself (dist/assets), the sources beside this module. */
@@ -48,6 +49,8 @@ export function sessionPages(deps: SessionAccessDeps, forward: Forwarder) {
     app.get(base, async (req, reply) => {
       const { project, sessionId } = await target(req);
       const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
+      // "Open preview" posts here and is redirected to the preview's own origin, which the form's policy must allow.
+      reply.header("content-security-policy", contentSecurityPolicy(previewOrigins(deps)));
       return reply.type(HTML).send(sessionPage({ project, session }, req.browserSession!.csrf));
     });
 

@@ -9,6 +9,12 @@ export function previewOrigin(deps: SessionAccessDeps, sessionId: string, port: 
   return `${api.protocol}//${port}-${sessionId}.${deps.previewDomain()}${api.port ? `:${api.port}` : ""}`;
 }
 
+/** Every preview origin of this API, as a CSP source (`http://*.localhost:7700`): where a preview link leads. */
+export function previewOrigins(deps: SessionAccessDeps): string {
+  const api = new URL(deps.publicUrl());
+  return `${api.protocol}//*.${deps.previewDomain()}${api.port ? `:${api.port}` : ""}`;
+}
+
 /** `svc sessions preview`: URLs for one sandbox port that work without an Authorization header. */
 export async function createPreviewLink(
   deps: SessionAccessDeps,
