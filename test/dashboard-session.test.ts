@@ -147,6 +147,27 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     await page.close();
   }, 60_000);
 
+  it("lists the CRs the session's agent opened, each linking back to the session", async () => {
+    const opened = await run([
+      "sessions",
+      "exec",
+      sessionId,
+      "--",
+      "sh",
+      "-c",
+      "echo linked > linked.txt && git add linked.txt && git commit -qm linked && git push -q origin HEAD && svc cr open --title 'From the session' --json",
+    ]);
+    expect(opened.code, opened.stderr).toBe(0);
+    const { number } = JSON.parse(opened.stdout);
+    const page = await context.newPage();
+    await page.goto(`${sandboxed.api.url}${pagePath()}`);
+    await page.getByRole("link", { name: `#${number} From the session` }).click();
+    await page.waitForURL(`**/dashboard/projects/${sandboxed.project.id}/crs/${number}`);
+    await page.getByRole("link", { name: sessionId.slice(0, 8) }).click();
+    await page.waitForURL(`**${pagePath()}`);
+    await page.close();
+  }, 60_000);
+
   it("stops and restarts the session from the page", async () => {
     const page = await context.newPage();
     await page.goto(`${sandboxed.api.url}${pagePath()}`);

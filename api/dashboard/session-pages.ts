@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
+import type { ChangeRequestService } from "../change-requests/service.ts";
 import { ApiError } from "../errors.ts";
 import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
@@ -11,7 +12,7 @@ import { createPreviewLink, previewOrigins } from "../previews/links.ts";
 import { abortRun, relayEvents, sendMessage } from "../sessions/agent.ts";
 import { Params } from "../sessions/routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
-import { SESSION_CHAT_SCRIPT_PATH, sessionPage } from "./pages/session.ts";
+import { SESSION_CHAT_SCRIPT_PATH, type SessionView, sessionPage } from "./pages/session.ts";
 import { browserProject } from "./project-access.ts";
 import { contentSecurityPolicy } from "./security-headers.ts";
 import { requireCsrf } from "./session-auth.ts";
@@ -32,7 +33,16 @@ const fromScript = (req: FastifyRequest) => req.headers["content-type"]?.startsW
  * preview link, and the chat with its agent over the same calls as `svc sessions chat`. Registered inside the
  * signed-in part of the dashboard.
  */
-export function sessionPages(deps: SessionAccessDeps, forward: Forwarder) {
+export function sessionPages(deps: SessionAccessDeps & { changeRequests: ChangeRequestService }, forward: Forwarder) {
+  /** The page's data: the session now, and the CRs its agent opened. */
+  async function viewOf(project: Project, sessionId: string, refusal?: string): Promise<SessionView> {
+    const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
+    const changeRequests = (await deps.changeRequests.list(project, { status: "all" })).filter(
+      (cr) => cr.origin_session_id === session.session_id,
+    );
+    return { project, session, changeRequests, refusal };
+  }
+
   return async (app: FastifyInstance) => {
     const base = "/projects/:projectId/sessions/:sessionId";
     const pagePath = (project: Project, sessionId: string) => `/dashboard/projects/${project.id}/sessions/${sessionId}`;
@@ -48,10 +58,10 @@ export function sessionPages(deps: SessionAccessDeps, forward: Forwarder) {
 
     app.get(base, async (req, reply) => {
       const { project, sessionId } = await target(req);
-      const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
+      const view = await viewOf(project, sessionId);
       // "Open preview" posts here and is redirected to the preview's own origin, which the form's policy must allow.
       reply.header("content-security-policy", contentSecurityPolicy(previewOrigins(deps)));
-      return reply.type(HTML).send(sessionPage({ project, session }, req.browserSession!.csrf));
+      return reply.type(HTML).send(sessionPage(view, req.browserSession!.csrf));
     });
 
     app.get(`${base}/events`, async (req, reply) => {
@@ -84,8 +94,7 @@ export function sessionPages(deps: SessionAccessDeps, forward: Forwarder) {
         } catch (err) {
           // Refusals a person can act on (a conflict, the session cap) come back on the page, not as JSON.
           if (!(err instanceof ApiError) || (err.status !== 409 && err.status !== 429)) throw err;
-          const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
-          const view = { project, session, refusal: err.message };
+          const view = await viewOf(project, sessionId, err.message);
           return reply.code(err.status).type(HTML).send(sessionPage(view, req.browserSession!.csrf));
         }
         return reply.redirect(pagePath(project, sessionId), 303);

@@ -1,3 +1,4 @@
+import type { ChangeRequest } from "../../../protocol/change-request.ts";
 import type { Project } from "../../../protocol/project.ts";
 import type { Session } from "../../../protocol/session.ts";
 import { type Html, html } from "../html.ts";
@@ -8,6 +9,8 @@ export const SESSION_CHAT_SCRIPT_PATH = "/dashboard/assets/session-chat.js";
 export type SessionView = {
   project: Project;
   session: Session;
+  /** The CRs this session's agent opened (their origin session), newest first. */
+  changeRequests: ChangeRequest[];
   /** Why the last action was refused, in words. */
   refusal?: string;
 };
@@ -65,6 +68,15 @@ ${row("Base", html`<span class="mono">${s.base_ref}</span>`)}
 ${row("Agent", `${s.agent_name}${s.agent_model ? ` (${s.agent_model})` : ""}`)}
 ${row("Trigger", s.trigger ?? "-")}
 ${row("Error", s.error ? html`<span class="error">${s.error}</span>` : "-")}
+${row(
+  "Change requests",
+  view.changeRequests.length === 0
+    ? "-"
+    : html`${view.changeRequests.map(
+        (cr) =>
+          html`<a href="/dashboard/projects/${project.id}/crs/${cr.number}">#${cr.number} ${cr.title}</a> <span class="badge ${cr.status}">${cr.status}</span> `,
+      )}`,
+)}
 </dl>
 ${lifecycle(base, s, csrf)}
 ${s.status === "running" && html`<h2>Preview</h2>${previewForm(base, csrf)}${chatSection(base, csrf)}`}`,
