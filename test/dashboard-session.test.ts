@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call } from "./support/api-server.ts";
 import { requireChromium } from "./support/browser.ts";
 import { BIN, type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 
@@ -167,6 +169,51 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     await page.waitForURL(`**${pagePath()}`);
     await page.close();
   }, 60_000);
+
+  it("the project page starts a session from its form and fires a trigger from its row; a refused base comes back", async () => {
+    const { project, user } = sandboxed;
+    const repo = await workRepo(authedUrl(project.repo_url, user.token));
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.git(["reset", "-q", "--hard", "origin/main"]);
+    await repo.commit("a trigger", {
+      "svc.toml":
+        '[[triggers]]\nslug = "nightly"\nschedule = "0 3 * * *"\nprompt = "Say hello"\n\n' +
+        '[[apps]]\nname = "web"\ncommand = "node server.js"\nport = 8080\n',
+    });
+    await landOnDefault(sandboxed.api.url, user.token, project.id, repo, "a trigger");
+    const projectPage = `${sandboxed.api.url}/dashboard/projects/${project.id}`;
+    const started: string[] = [];
+    const page = await context.newPage();
+    const sessionPage = /\/dashboard\/projects\/[^/]+\/sessions\/([0-9a-f-]{36})$/;
+    try {
+      await page.goto(projectPage);
+      // The manifest's apps are listed with their status (this stack deploys none: SVC_APP_PROVIDER=none).
+      const apps = page.getByRole("region", { name: "Apps" });
+      await expect(apps.getByRole("row").nth(1).innerText()).resolves.toMatch(/^web\s+disabled/);
+      await page.getByLabel("Prompt (optional)").fill("Say hello, please.");
+      await page.getByRole("button", { name: "New session" }).click();
+      await page.waitForURL(sessionPage);
+      started.push(sessionPage.exec(page.url())![1]!);
+      expect(started[0]).not.toBe(sessionId);
+      expect((await sandboxed.sessions(`/${started[0]}`)).body).toMatchObject({ base_ref: "main", trigger: null });
+
+      await page.goto(projectPage);
+      // A base the API refuses (the default branch in other case) comes back on the page, no session started.
+      await page.getByLabel("Base branch").fill("MAIN");
+      await page.getByRole("button", { name: "New session" }).click();
+      await expect(page.getByRole("alert").textContent()).resolves.toContain("'MAIN' differs from the default branch");
+
+      await page.goto(projectPage);
+      await page.getByRole("button", { name: "Fire nightly" }).click();
+      await page.waitForURL(sessionPage);
+      started.push(sessionPage.exec(page.url())![1]!);
+      expect((await sandboxed.sessions(`/${started[1]}`)).body.trigger).toBe("nightly");
+      await expect(page.locator("main").textContent()).resolves.toContain("nightly");
+    } finally {
+      await page.close();
+      for (const id of started) await sandboxed.sessions(`/${id}`, "DELETE");
+    }
+  }, 120_000);
 
   it("stops and restarts the session from the page", async () => {
     const page = await context.newPage();

@@ -2,8 +2,10 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { z } from "zod";
 import { CommitSha } from "../../protocol/change-request.ts";
 import type { Project } from "../../protocol/project.ts";
-import { Session } from "../../protocol/session.ts";
+import { CreateSessionBody, Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
+import { TriggerParams } from "../../protocol/trigger.ts";
+import type { AppService } from "../apps/service.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { ApiError } from "../errors.ts";
 import type { Forwarder } from "../http/forward.ts";
@@ -11,7 +13,7 @@ import { parseInput } from "../http/validate.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
 import { listSecrets } from "../secrets/listing.ts";
 import type { SecretStore } from "../secrets/store.ts";
-import type { SessionAccessDeps } from "../sessions/session-access.ts";
+import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { TriggerService } from "../triggers/service.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
@@ -20,7 +22,7 @@ import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
 import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
 import { badSignInLinkPage, errorPage, signInConfirmPage, signInPage } from "./pages/messages.ts";
-import { projectPage } from "./pages/project.ts";
+import { type ProjectView, projectPage } from "./pages/project.ts";
 import { projectsPage } from "./pages/projects.ts";
 import { settle } from "./part.ts";
 import { browserProject } from "./project-access.ts";
@@ -38,6 +40,7 @@ import { STYLESHEET } from "./stylesheet.ts";
 
 export type DashboardDeps = SessionAccessDeps & {
   browserSessions: BrowserSessions;
+  apps: AppService;
   changeRequests: ChangeRequestService;
   sessionStore: SessionStore;
   secrets: SecretStore;
@@ -54,6 +57,11 @@ const SignInQuery = z.object({
 });
 const SignInForm = z.object({ code: z.string().max(200), next: z.string().max(2000).optional() }).strict();
 const CrParams = z.object({ projectId: z.string(), crId: z.string().min(1).max(64) });
+/** The project page's "New session" form: the base as typed; the prompt may stay empty. */
+const NewSessionForm = z
+  .object({ _csrf: z.string(), prompt: z.string().max(200_000).optional(), base_ref: z.string().max(255) })
+  .strict();
+const CsrfOnly = z.object({ _csrf: z.string() }).strict();
 const ActionForm = z
   .object({ _csrf: z.string(), message: SafeText.max(10_000).optional(), head_sha: CommitSha.optional() })
   .strict();
@@ -146,17 +154,63 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
       return reply.type(HTML).send(projectsPage(projects, req.browserSession!.csrf));
     });
 
-    app.get("/projects/:projectId", async (req, reply) => {
-      const project = await projectFor(req);
-      const [sessions, changeRequests, secrets, triggers] = await Promise.all([
+    async function projectView(project: Project, refusal?: string): Promise<ProjectView> {
+      const [sessions, changeRequests, secrets, triggers, apps] = await Promise.all([
         settle(deps.sessionStore.list(project.id).then((rows) => rows.map((s) => Session.parse(s)))),
         deps.changeRequests.list(project, { status: "all" }),
         settle(listSecrets(deps, project)),
         settle(deps.triggers.list(project)),
+        settle(deps.apps.list(project)),
       ]);
-      const view = { project, sessions, changeRequests, secrets, triggers };
-      return reply.type(HTML).send(projectPage(view, req.browserSession!.csrf));
+      return { project, sessions, changeRequests, secrets, triggers, apps, refusal };
+    }
+
+    app.get("/projects/:projectId", async (req, reply) => {
+      const project = await projectFor(req);
+      return reply.type(HTML).send(projectPage(await projectView(project), req.browserSession!.csrf));
     });
+
+    /**
+     * Starts a session (the "New session" form) or fires a trigger now, then shows the session; a refusal a person
+     * can act on (the session cap, a bad base branch, a trigger gone from svc.toml) comes back on the project page.
+     */
+    const startsSession =
+      (start: (req: FastifyRequest, project: Project) => Promise<{ session_id: string }>) =>
+      async (req: FastifyRequest, reply: FastifyReply) => {
+        const project = await projectFor(req);
+        try {
+          const session = await start(req, project);
+          return reply.redirect(`/dashboard/projects/${project.id}/sessions/${session.session_id}`, 303);
+        } catch (err) {
+          if (!(err instanceof ApiError) || err.status >= 500) throw err;
+          const view = await projectView(project, err.message);
+          return reply.code(err.status).type(HTML).send(projectPage(view, req.browserSession!.csrf));
+        }
+      };
+
+    app.post(
+      "/projects/:projectId/sessions",
+      { preHandler: requireCsrf },
+      startsSession(async (req, project) => {
+        const form = parseInput(NewSessionForm, req.body, "body");
+        const body = parseInput(
+          CreateSessionBody,
+          { prompt: form.prompt || undefined, base_ref: form.base_ref },
+          "body",
+        );
+        return sessionsOf(deps).create(project, body, req.browserSession!.userId);
+      }),
+    );
+
+    app.post(
+      "/projects/:projectId/triggers/:slug/fire",
+      { preHandler: requireCsrf },
+      startsSession(async (req, project) => {
+        parseInput(CsrfOnly, req.body, "body");
+        const { slug } = parseInput(TriggerParams, req.params, "params");
+        return deps.triggers.fireNow(project, slug);
+      }),
+    );
 
     app.get("/projects/:projectId/crs/:crId", async (req, reply) => {
       const project = await projectFor(req);
