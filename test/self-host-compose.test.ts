@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type Docker from "dockerode";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cliHome, freePort, machineAddress, shipNewApp } from "./support/cli.ts";
+import { type CliEnv, cliHome, freePort, machineAddress, shipNewApp } from "./support/cli.ts";
 import { execIn, ROOT, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
@@ -82,15 +82,19 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
   const timings: Record<string, number> = {};
   /** The API image the upgrade built: removed after the run, as nobody else runs that version. */
   let upgradedApiImage: string | undefined;
-  const svc = async (args: string[], cwd = app) => {
-    const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
-      env: home.env,
-      cwd,
-      reject: false,
-      timeout: 400_000,
-    });
-    return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
-  };
+  /** The checkout's CLI with a home's environment, as a user of that home runs it. */
+  const svcOf =
+    (env: CliEnv) =>
+    async (args: string[], cwd = app) => {
+      const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
+        env,
+        cwd,
+        reject: false,
+        timeout: 400_000,
+      });
+      return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+    };
+  const svc = svcOf(home.env);
   const status = async () => JSON.parse((await svc(["self-host", "status", "--json"], home.dir)).stdout);
   const containersOf = (session: string) =>
     docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${session}`] } });
@@ -451,15 +455,7 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
 
     // A second home on this machine: its own compose project, port and admin token; the app links to its stack.
     const other = cliHome();
-    const inOther = async (args: string[], cwd = app) => {
-      const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
-        env: other.env,
-        cwd,
-        reject: false,
-        timeout: 400_000,
-      });
-      return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
-    };
+    const inOther = svcOf(other.env);
     const restored = await inOther(["self-host", "restore", file], other.dir);
     expect(restored.code, restored.stderr).toBe(0);
     const otherPort = await freePort();

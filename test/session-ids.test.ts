@@ -1,12 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
+import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { noSandboxes, settings } from "./support/no-sandboxes.ts";
+import { DATABASE_KINDS, type TestDatabase } from "./support/databases.ts";
+import { type TwoAccountApi, twoAccountApi } from "./support/no-sandboxes.ts";
 
 /** Any unique prefix of 6 or more characters of a session id is accepted where an id is (DESIGN). */
 describe.each(DATABASE_KINDS)("session id prefixes (%s)", (kind) => {
+  let stack: TwoAccountApi;
   let db: TestDatabase;
   let api: TestApi;
   let alice: Awaited<ReturnType<typeof seedUser>>;
@@ -31,21 +32,14 @@ describe.each(DATABASE_KINDS)("session id prefixes (%s)", (kind) => {
     svc(args, { env: { ...cliHome().env, SVC_API_URL: `${api.url}/v1`, SVC_CLI_TOKEN: token } });
 
   beforeAll(async () => {
-    db = await freshDatabase(kind);
-    api = await startApi(db.sql, {
-      orchestrator: { driver: noSandboxes, settings, root: process.cwd(), baseImage: "none" },
-    });
-    alice = await seedUser(api.services, "alice");
-    bob = await seedUser(api.services, "bob");
-    aliceProject = (await call(api.url, "POST", "/v1/projects", { token: alice.token, body: { name: "A" } })).body.id;
-    bobProject = (await call(api.url, "POST", "/v1/projects", { token: bob.token, body: { name: "B" } })).body.id;
+    stack = await twoAccountApi(kind);
+    ({ db, api, alice, bob, aliceProject, bobProject } = stack);
     await session(one, alice, aliceProject);
     await session(two, alice, aliceProject);
     await session(bobs, bob, bobProject);
   });
   afterAll(async () => {
-    await api?.close();
-    await db?.drop();
+    await stack?.close();
   });
 
   it("a unique prefix reaches the session, in a project's routes and by the id alone", async () => {

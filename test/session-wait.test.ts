@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { noSandboxes, settings } from "./support/no-sandboxes.ts";
+import { call, type Reply, type seedUser, startApi, type TestApi } from "./support/api-server.ts";
+import { DATABASE_KINDS, type TestDatabase } from "./support/databases.ts";
+import { noSandboxes, settings, type TwoAccountApi, twoAccountApi } from "./support/no-sandboxes.ts";
 import { seedLiveSandbox } from "./support/sandbox-rows.ts";
 
 /** How often `svc sessions new` read a starting session before it waited on the API. */
 const CLI_POLL_MS = 250;
 
 describe.each(DATABASE_KINDS)("GET …/sessions/{sid}?wait_for=running (%s)", (kind) => {
+  let stack: TwoAccountApi;
   let db: TestDatabase;
   let api: TestApi;
   let alice: Awaited<ReturnType<typeof seedUser>>;
@@ -49,18 +50,11 @@ describe.each(DATABASE_KINDS)("GET …/sessions/{sid}?wait_for=running (%s)", (k
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   beforeAll(async () => {
-    db = await freshDatabase(kind);
-    api = await startApi(db.sql, {
-      orchestrator: { driver: noSandboxes, settings, root: process.cwd(), baseImage: "none" },
-    });
-    alice = await seedUser(api.services, "alice");
-    bob = await seedUser(api.services, "bob");
-    aliceProject = (await call(api.url, "POST", "/v1/projects", { token: alice.token, body: { name: "A" } })).body.id;
-    bobProject = (await call(api.url, "POST", "/v1/projects", { token: bob.token, body: { name: "B" } })).body.id;
+    stack = await twoAccountApi(kind);
+    ({ db, api, alice, bob, aliceProject, bobProject } = stack);
   });
   afterAll(async () => {
-    await api?.close();
-    await db?.drop();
+    await stack?.close();
   });
 
   it("answers as soon as the session runs, well within the CLI's old poll interval", async () => {

@@ -1,5 +1,7 @@
 import type { SandboxSettings } from "../../api/app.ts";
 import type { SandboxDriver } from "../../orchestrator/sandbox/driver.ts";
+import { call, seedUser, startApi } from "./api-server.ts";
+import { type DatabaseKind, freshDatabase } from "./databases.ts";
 
 /**
  * A driver that runs no sandbox: the API gets its session service, and these tests move sessions through the
@@ -26,3 +28,28 @@ export const settings: SandboxSettings = {
   llm: {},
   defaultAgent: "build",
 };
+
+/** An API over `noSandboxes` on a fresh database, with two accounts (Alice, Bob) and a project each. */
+export async function twoAccountApi(kind: DatabaseKind) {
+  const db = await freshDatabase(kind);
+  const api = await startApi(db.sql, {
+    orchestrator: { driver: noSandboxes, settings, root: process.cwd(), baseImage: "none" },
+  });
+  const alice = await seedUser(api.services, "alice");
+  const bob = await seedUser(api.services, "bob");
+  const project = async (user: typeof alice, name: string) =>
+    (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name } })).body.id as string;
+  return {
+    db,
+    api,
+    alice,
+    bob,
+    aliceProject: await project(alice, "A"),
+    bobProject: await project(bob, "B"),
+    async close() {
+      await api.close();
+      await db.drop();
+    },
+  };
+}
+export type TwoAccountApi = Awaited<ReturnType<typeof twoAccountApi>>;
