@@ -32,7 +32,9 @@ describe("svc self-host doctor (the real CLI binary, a scripted model gateway)",
         "✓ the Docker engine answers",
         "✓ the base image svc-debian:bookworm exists",
         "✓ sandboxes reach only the API's and the model gateway's ports of this machine",
-        "✗ no model is configured: svc self-host env set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=…",
+        "✗ no model is configured: svc self-host env set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=…; " +
+          "or per project: svc secrets set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=… " +
+          "(or OPENAI_API_KEY=… / ANTHROPIC_API_KEY=…)",
       ].join("\n"),
     );
     expect(doctor.stderr).toBe("error: 1 of 5 checks failed");
