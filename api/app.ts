@@ -62,7 +62,7 @@ import { createSecretStore } from "./secrets/store.ts";
 import { agentRoutes } from "./sessions/agent.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { execUpgrade, sandboxLogRoutes } from "./sessions/sandbox-access.ts";
-import { pushSecretChanges } from "./sessions/secret-updates.ts";
+import { followSecretChanges } from "./sessions/secret-updates.ts";
 import {
   createSessionService,
   SANDBOX_SERVICE_KEY_CONTEXT,
@@ -265,15 +265,7 @@ export function createServices(
       if (change === "merged") reloadTriggers(project.id);
     });
   }
-  if (sessions) {
-    events.on("secrets.changed", async ({ projectId, unset }) => {
-      const project = await projects.byId(projectId);
-      if (!project) return;
-      const { values } = await sandboxSecrets.values(projectId);
-      const env = { set: values, unset: unset.filter((name) => !(name in values)) };
-      await pushSecretChanges({ sessions, store: sessionStore, log }, project, env);
-    });
-  }
+  if (sessions) followSecretChanges({ events, projects, secrets: sandboxSecrets, sessions, store: sessionStore, log });
 
   /** The orchestrator's background work and the trigger scheduler; without an orchestrator nothing runs or fires. */
   function startBackgroundWork(work: BackgroundWorkOptions): () => void {

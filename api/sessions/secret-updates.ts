@@ -1,7 +1,12 @@
+import type { SecretsPort } from "../../orchestrator/ports.ts";
 import type { EnvBody } from "../../protocol/daemon.ts";
 import type { Project } from "../../protocol/project.ts";
+import type { Events } from "../events.ts";
+import type { ProjectStore } from "../projects/store.ts";
 import type { SessionService } from "./service.ts";
 import type { SessionStore } from "./store.ts";
+
+type Log = (msg: string, extra?: Record<string, unknown>) => void;
 
 const PUSH_TIMEOUT_MS = 10_000;
 
@@ -11,8 +16,8 @@ const PUSH_TIMEOUT_MS = 10_000;
  * reaches any sandbox, so the process that took the change does it for the whole cluster. A sandbox that cannot be
  * reached is logged and left: it is stopped or replaced, and its next start reads the secrets again.
  */
-export async function pushSecretChanges(
-  deps: { sessions: SessionService; store: SessionStore; log: (msg: string, extra?: Record<string, unknown>) => void },
+async function pushSecretChanges(
+  deps: { sessions: SessionService; store: SessionStore; log: Log },
   project: Project,
   env: EnvBody,
 ): Promise<void> {
@@ -37,4 +42,22 @@ export async function pushSecretChanges(
       }
     }),
   );
+}
+
+/** On every `secrets.changed`: the project's secrets as its sandboxes get them, sent to its running sessions. */
+export function followSecretChanges(deps: {
+  events: Events;
+  projects: ProjectStore;
+  /** The project's secrets as a sandbox gets them (never the remote's credential). */
+  secrets: Pick<SecretsPort, "values">;
+  sessions: SessionService;
+  store: SessionStore;
+  log: Log;
+}): void {
+  deps.events.on("secrets.changed", async ({ projectId, unset }) => {
+    const project = await deps.projects.byId(projectId);
+    if (!project) return;
+    const { values } = await deps.secrets.values(projectId);
+    await pushSecretChanges(deps, project, { set: values, unset: unset.filter((name) => !(name in values)) });
+  });
 }
