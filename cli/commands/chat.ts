@@ -36,6 +36,8 @@ async function startingUp(ctx: Context, session: string, err: unknown): Promise<
   if (err.code !== "SESSION_NOT_RUNNING") return undefined;
   const s = await ctx.client.request("GET", session, Session);
   if (s.status === "provisioning") return "waiting for the session's sandbox to start…";
+  // It became running between the refusal and this read: its agent is what is left to wait for.
+  if (s.status === "running") return "waiting for the session's agent to start…";
   if (s.status === "failed") throw new CliError(`session ${s.session_id} failed: ${s.error ?? "no reason recorded"}`);
   return undefined;
 }

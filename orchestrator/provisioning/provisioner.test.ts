@@ -118,6 +118,23 @@ describe("provisioner", () => {
     expect(records.sandboxesOf(id)[0]!.container_id).toBe(cold.id);
   });
 
+  it("pooled: a reserved sandbox that died before the pool noticed is removed and a cold one made for the same id", async () => {
+    const { mem, provisioner, project, newSession, records } = setup(1);
+    provisioner.reservePooled(project, FITS);
+    await until("a warm sandbox", () => mem.pooled(project.id, "ready").length === 1);
+    const id = provisioner.reservePooled(project, FITS)!;
+    const warm = mem.sandboxOf({ sessionId: id })!;
+    mem.kill(warm.id);
+    await provisioner.provision(project, newSession({ session_id: id, branch: id }), { cutBranch: true });
+
+    expect(records.session(id)).toMatchObject({ status: "running", error: null });
+    expect(mem.container(warm.id)).toBeUndefined();
+    const cold = mem.sandboxOf({ sessionId: id })!;
+    expect(cold.pool).toBeNull();
+    expect(cold.running).toBe(true);
+    expect(records.sandboxesOf(id)[0]!.container_id).toBe(cold.id);
+  });
+
   it("a failure leaves the session failed, no container, the token revoked and the sandbox row in error", async () => {
     const { mem, provisioner, project, newSession, records, tokens } = setup();
     mem.failNext(

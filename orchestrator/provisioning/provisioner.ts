@@ -207,9 +207,22 @@ export function createProvisioner(deps: ProvisionerDeps) {
           containerId: member.containerId,
           url: member.url,
         });
-        await claim(member, env);
-        await finish(member.url);
-        return;
+        const refused = await claim(member, env).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        if (!refused) {
+          await finish(member.url);
+          return;
+        }
+        // It died or stopped answering after the pool's last look: it goes, and the session starts cold instead.
+        deps.log("pooled sandbox not claimable; starting a new one", {
+          session: session.session_id,
+          error: redact(describeFailure(refused), credentials),
+        });
+        await pool.discard(member);
+        member = undefined;
+        containerId = undefined;
       }
       progress("preparing the sandbox image");
       // The default branch's .svc/, never the session's branch or base: an agent's edit of it is not built.

@@ -19,7 +19,12 @@ export async function readyPoolMember(
     })) as PooledContainer[];
     for (const c of pooled) {
       if (await taken(c.Labels["dev.svc.session"]!)) continue;
-      const info = await docker.getContainer(c.Id).inspect();
+      // The pool may remove it between the listing and this look (replaced, or claimed and gone).
+      const info = await docker
+        .getContainer(c.Id)
+        .inspect()
+        .catch(() => undefined);
+      if (!info) continue;
       const ip = Object.values(info.NetworkSettings.Networks)[0]?.IPAddress;
       const health = await fetch(`http://${ip}:8000/svc/health`).then(
         (r) => r.json() as Promise<{ pool?: string }>,
