@@ -70,6 +70,9 @@ import {
   type SessionSettings,
 } from "./sessions/service.ts";
 import { createSessionStore } from "./sessions/store.ts";
+import { recordTranscripts } from "./sessions/transcript-recorder.ts";
+import { transcriptRoutes } from "./sessions/transcript-routes.ts";
+import { createTranscriptStore } from "./sessions/transcript-store.ts";
 import { createTriggerPort } from "./triggers/port.ts";
 import { triggerRoutes } from "./triggers/routes.ts";
 import { createTriggerService } from "./triggers/service.ts";
@@ -162,6 +165,7 @@ export function createServices(
   });
   const triggerStore = createTriggerStore(sql);
   const sessionStore = createSessionStore(sql, events);
+  const transcripts = createTranscriptStore(sql);
   // `[sandbox] egress`: which sandboxes go out through the proxy, and the proxy (on the API's port) that enforces it.
   const egress = createEgress({
     sessions: sessionStore,
@@ -272,11 +276,21 @@ export function createServices(
     if (!orchestrator) return () => {};
     const stopOrchestrator = orchestrator.startBackgroundWork(work);
     void triggerScheduler.start(work.cluster.lead);
+    const stopRecorder = recordTranscripts({
+      lead: work.cluster.lead,
+      sessions: sessionStore,
+      openServiceKey: cipher && ((sealed) => cipher.decrypt(sealed, SANDBOX_SERVICE_KEY_CONTEXT)),
+      transcripts,
+      events,
+      log,
+    });
     return () => {
       stopOrchestrator();
       triggerScheduler.stop();
+      stopRecorder();
     };
   }
+
   const slack = options.slack ?? { apiUrl: "https://slack.com/api" };
   const channelStore = createChannelStore(sql);
   const channels = createChannelBridge({
@@ -285,7 +299,7 @@ export function createServices(
     projects,
     accounts,
     sessions,
-    runTurn: (project, sessionId, text) => runTurn({ sessions: sessions! }, project, sessionId, text),
+    runTurn: (project, sessionId, text) => runTurn({ sessions: sessions!, transcripts }, project, sessionId, text),
     events,
     publicUrl,
     log,
@@ -329,6 +343,7 @@ export function createServices(
     appDeploys,
     appEndpoints,
     sessionStore,
+    transcripts,
     egressProxy: egress.proxy,
     browserSessions: createBrowserSessions(sql),
     events,
@@ -413,6 +428,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   );
   await app.register(secretRoutes(services));
   await app.register(sessionRoutes(services));
+  await app.register(transcriptRoutes(services));
   await app.register(triggerRoutes(services));
   await app.register(channelRoutes(services));
   await app.register(appRoutes(services));

@@ -46,6 +46,25 @@ export function createAgentClient(port: number, directory: string) {
       );
       await json("DELETE", `${path}?${dir}`);
     },
+    /** The runtime's conversations, but the warm-up's (warm-up-model.ts). */
+    async conversations(): Promise<{ id: string; title?: string }[]> {
+      const sessions = await json<{ id: string; title?: string }[]>("GET", `/session?${dir}`);
+      return (sessions ?? []).filter((s) => s.title !== "warm-up");
+    },
+    /** A conversation's messages, each with its parts, oldest first. */
+    async messages(session: string): Promise<unknown[]> {
+      return (await json<unknown[]>("GET", `/session/${encodeURIComponent(session)}/message?${dir}`)) ?? [];
+    },
+    /**
+     * Adds a person's message to a conversation without starting a run: the model reads it with the next one
+     * (how a restarted session's earlier conversation reaches it).
+     */
+    async note(session: string, text: string): Promise<void> {
+      await json("POST", `/session/${encodeURIComponent(session)}/message?${dir}`, {
+        noReply: true,
+        parts: [{ type: "text", text }],
+      });
+    },
     async abort(session: string): Promise<void> {
       await json("POST", `/session/${encodeURIComponent(session)}/abort?${dir}`);
     },

@@ -31,6 +31,74 @@ function run(events: RuntimeEvent[]): AgentEvent[] {
   return out;
 }
 
+describe("createEventTranslator with entries (the API's transcript recorder)", () => {
+  const entries = (events: RuntimeEvent[], clock: number[]) => {
+    let i = 0;
+    const translate = createEventTranslator({ entries: true, now: () => clock[Math.min(i, clock.length - 1)]! });
+    return events.flatMap((e) => {
+      const out = translate(e);
+      i++;
+      for (const event of out) expect(AgentEvent.parse(event)).toEqual(event);
+      return out.flatMap((o) => (o.type === "entry" ? [o.entry] : []));
+    });
+  };
+
+  it("reports a streaming text whole at most once a second, and again when it ends; never the user's", () => {
+    const seen = entries(
+      [
+        message("msg_user", "user"),
+        textPart("msg_user", "prt_u", "please fix the bug"),
+        message("msg_a", "assistant"),
+        delta("msg_a", "prt_1", "Hel"),
+        delta("msg_a", "prt_1", "lo"),
+        delta("msg_a", "prt_1", ", wor"),
+        textPart("msg_a", "prt_1", "Hello, world"),
+      ],
+      [5000, 5000, 5000, 5000, 5500, 6200, 6300],
+    );
+    expect(seen.map((e) => [e.key, e.role, e.text])).toEqual([
+      ["prt_1", "assistant", "Hel"],
+      ["prt_1", "assistant", "Hello, wor"],
+      ["prt_1", "assistant", "Hello, world"],
+    ]);
+    expect(seen[2]!.conversation).toBe(SES);
+    expect(seen[2]!.at).toBe(new Date(5000).toISOString());
+  });
+
+  it("reports a tool call at each status with its input, its output or error, cut past 64 KiB", () => {
+    const input = { command: "npm test", description: "Runs the tests" };
+    const long = "x".repeat(64 * 1024 + 10);
+    const seen = entries(
+      [
+        message("msg_a", "assistant"),
+        toolPart("msg_a", "prt_t", { status: "pending", input: {}, raw: "" }),
+        toolPart("msg_a", "prt_t", { status: "running", input, time: { start: 7000 } }),
+        toolPart("msg_a", "prt_t", {
+          status: "completed",
+          input,
+          output: long,
+          title: "npm test",
+          time: { start: 7000 },
+        }),
+        toolPart("msg_a", "prt_w", { status: "error", input: { filePath: "a.ts" }, error: "EACCES" }, "write"),
+      ],
+      [1],
+    );
+    expect(seen.map((e) => [e.role, e.text, e.tool?.name, e.tool?.status, e.tool?.output?.length ?? null])).toEqual([
+      ["tool", "Runs the tests", "bash", "running", null],
+      ["tool", "npm test", "bash", "completed", 64 * 1024],
+      ["tool", "", "write", "error", 6],
+    ]);
+    expect(seen[1]!.tool).toMatchObject({ input, output_truncated: true });
+    expect(seen[1]!.at).toBe(new Date(7000).toISOString());
+    expect(seen[2]!.tool).toMatchObject({ output: "EACCES", output_truncated: false });
+  });
+
+  it("sends no entry events to a client that did not ask for them", () => {
+    expect(run([message("msg_a", "assistant"), textPart("msg_a", "prt_1", "Hi")]).map((e) => e.type)).toEqual(["text"]);
+  });
+});
+
 describe("createEventTranslator (opencode events -> AgentEvents)", () => {
   it("relays the assistant's text deltas and drops the user's own message", () => {
     expect(

@@ -5,18 +5,11 @@ import type { RuntimeEvent } from "./agent-client.ts";
 import { daemonError, sendError } from "./errors.ts";
 import { modelFailure, stalled } from "./model-failure.ts";
 import { SSE_HEADERS, SSE_PING, sseEvent } from "./sse.ts";
-
-type Part = {
-  id: string;
-  messageID: string;
-  sessionID: string;
-  type: string;
-  text?: string;
-  tool?: string;
-  state?: { status?: string; title?: string; input?: Record<string, unknown> };
-};
+import { entryOfPart, type RuntimePart } from "./transcript.ts";
 
 const TOOL_STATUSES = new Set(["running", "completed", "error"]);
+/** A streaming text is reported to the recorder at most this often, and once more when it ends. */
+const ENTRY_EVERY_MS = 1000;
 const MAX_TRACKED = 10_000;
 const PING_MS = 15_000;
 /** Past SVC_MODEL_TIMEOUT_S, so that opencode's own timeouts, which name what stalled, report first when they can. */
@@ -37,6 +30,9 @@ export type TranslatorOptions = {
    * timeouts do not see; the run is aborted and this error is the turn's end.
    */
   onQuiet?: (error: AgentEvent) => void;
+  /** Also `entry` events: each part of the conversation, whole, as it changes (the API's transcript recorder). */
+  entries?: boolean;
+  now?: () => number;
 };
 
 /** Subscribes to the daemon's own events (an egress refusal) for one client; returns the unsubscribe. */
@@ -57,6 +53,28 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
   /** Per busy session: its tools running now, and the timer that fires when it has been quiet too long. */
   const runningTools = new Map<string, Set<string>>();
   const quietTimers = new Map<string, NodeJS.Timeout>();
+  /** Per streaming text part, for `entries`: its text so far, when it began, when it was last reported. */
+  const texts = new Map<string, { part: RuntimePart; text: string; firstAt: number; reportedAt: number }>();
+  const now = options.now ?? Date.now;
+
+  /** The part's entry event, when the recorder asked for them and the part makes one. */
+  function entryEvent(part: RuntimePart, text?: string): AgentEvent[] {
+    if (!options.entries) return [];
+    const seen = texts.get(part.id);
+    const entry = entryOfPart(part, seen?.firstAt ?? now(), text ?? part.text);
+    if (!entry) return [];
+    if (seen) seen.reportedAt = now();
+    return [{ type: "entry", session: part.sessionID, entry }];
+  }
+
+  /** A text part grew by `delta`: its whole text so far goes to the recorder at most once a second. */
+  function textGrew(part: RuntimePart, delta: string): AgentEvent[] {
+    if (!options.entries) return [];
+    const seen = texts.get(part.id) ?? { part, text: "", firstAt: now(), reportedAt: 0 };
+    texts.set(part.id, seen);
+    seen.text += delta;
+    return now() - seen.reportedAt >= ENTRY_EVERY_MS ? entryEvent(part, seen.text) : [];
+  }
 
   const fail = (session: string, message: string, raw: string, abort: boolean): AgentEvent => {
     failedSessions.add(session);
@@ -93,7 +111,8 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
   }
 
   const forgetIfLarge = () => {
-    if (roles.size + sent.size + toolStatus.size > MAX_TRACKED) {
+    if (roles.size + sent.size + toolStatus.size + texts.size > MAX_TRACKED) {
+      texts.clear();
       roles.clear();
       sent.clear();
       toolStatus.clear();
@@ -102,7 +121,7 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
 
   function translate(event: RuntimeEvent): AgentEvent[] {
     const events = translateOne(event);
-    const session = event.properties?.sessionID ?? (event.properties?.part as Part | undefined)?.sessionID;
+    const session = event.properties?.sessionID ?? (event.properties?.part as RuntimePart | undefined)?.sessionID;
     if (typeof session === "string") heard(session);
     return events;
   }
@@ -126,16 +145,19 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
           return [];
         const partId = String(p.partID);
         sent.set(partId, (sent.get(partId) ?? 0) + p.delta.length);
-        return [{ type: "text", session: String(p.sessionID), delta: p.delta }];
+        const part = { id: partId, messageID: String(p.messageID), sessionID: String(p.sessionID), type: "text" };
+        return [{ type: "text", session: String(p.sessionID), delta: p.delta }, ...textGrew(part, p.delta)];
       }
       case "message.part.updated": {
-        const part = p.part as Part | undefined;
+        const part = p.part as RuntimePart | undefined;
         if (!part || roles.get(part.messageID) !== "assistant") return [];
         if (part.type === "text" && typeof part.text === "string") {
           const already = sent.get(part.id) ?? 0;
-          if (part.text.length <= already) return [];
+          // The whole text: what the recorder stores, even when no delta is new (the part's end).
+          const entry = entryEvent(part);
+          if (part.text.length <= already) return entry;
           sent.set(part.id, part.text.length);
-          return [{ type: "text", session: part.sessionID, delta: part.text.slice(already) }];
+          return [{ type: "text", session: part.sessionID, delta: part.text.slice(already) }, ...entry];
         }
         const status = part.state?.status;
         if (part.type !== "tool" || !status || !TOOL_STATUSES.has(status) || toolStatus.get(part.id) === status)
@@ -151,6 +173,7 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
             status: status as "running" | "completed" | "error",
             title,
           },
+          ...entryEvent(part),
         ];
       }
       case "session.status": {

@@ -20,6 +20,8 @@ const Env = z.object({
   SVC_BASE_REF: z.string().default(""),
   SVC_REPO_URL: z.string().default(""),
   SVC_API_URL: z.string().default(""),
+  /** The session's own token (the sandbox's svc CLI uses it): the daemon reads its session's transcript with it. */
+  SVC_CLI_TOKEN: z.string().optional(),
   SVC_PROJECT_AUTO_CLONE: flag,
   SVC_BOOTSTRAP_AGENT_SESSION: flag,
   SVC_POOLED: flag,
@@ -69,6 +71,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
     branch: e.SVC_BRANCH_NAME,
     repoUrl: e.SVC_REPO_URL,
     apiUrl: e.SVC_API_URL.replace(/\/+$/, ""),
+    cliToken: e.SVC_CLI_TOKEN,
     autoClone: e.SVC_PROJECT_AUTO_CLONE === "1",
     /** A warm-pool sandbox: its workspace comes from the orchestrator (POST /svc/pool/seed), a session claims it. */
     pooled: e.SVC_POOLED === "1",

@@ -8,6 +8,7 @@ import { VERSION } from "../protocol/version.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
 import { loadDaemonConfig } from "./config.ts";
+import { restoreConversation, storedTranscript } from "./conversation-restore.ts";
 import { daemonError } from "./errors.ts";
 import { gitCredentialHelper } from "./git-credential.ts";
 import { modelFailure } from "./model-failure.ts";
@@ -15,6 +16,7 @@ import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
 import { createDaemonServer } from "./server.ts";
 import { type SessionEnv, withSessionEnv, writeSessionEnv } from "./session-env-plugin.ts";
+import { readTranscript } from "./transcript.ts";
 import { startWarmUpModel, WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-model.ts";
 import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
 
@@ -43,6 +45,8 @@ async function daemon(): Promise<void> {
   const startedAt = Date.now();
   const client = createAgentClient(config.agentPort, config.workspace);
   let currentSession: string | undefined;
+  /** The restore of a restarted session's conversation (resumeOrBootstrap): a prompt waits until it is done. */
+  let restored: Promise<void> = Promise.resolve();
   let busy = { at: 0, sessions: [] as string[] };
 
   // Only while a pooled sandbox warms up: a runtime started later (a restart after the claim) never names it.
@@ -95,6 +99,21 @@ async function daemon(): Promise<void> {
       );
     }
   };
+
+  /**
+   * A session whose agent had already answered (a restart, a wake from idle) goes on with its stored conversation
+   * in place of its first prompt, which the agent had; a new one starts with its first prompt. Prompts wait for it.
+   */
+  async function resumeOrBootstrap(): Promise<void> {
+    const earlier = runtime.status().state === "running" ? await storedTranscript(config, log) : [];
+    const resumed = await restoreConversation(client, earlier).catch((err: Error) => {
+      log(`could not restore the session's conversation: ${err.message}`);
+      return undefined;
+    });
+    if (!resumed) return sendBootstrapPrompt();
+    currentSession = resumed;
+    log(`restored the session's conversation (${earlier.length} entries)`);
+  }
 
   async function sendBootstrapPrompt(): Promise<void> {
     if (config.bootstrapPrompt && modelMissing) log("initial prompt not sent: no model gateway is configured");
@@ -164,6 +183,7 @@ async function daemon(): Promise<void> {
     log,
     control: {
       runtimeReady: () => runtime.status().state === "running",
+      transcript: async () => ({ entries: await readTranscript(client) }),
       async health(): Promise<DaemonHealth> {
         const sessions = await busySessions();
         return {
@@ -195,6 +215,7 @@ async function daemon(): Promise<void> {
       async prompt(body: PromptBody) {
         requireModel();
         requireRuntime();
+        await restored;
         const session =
           body.session ?? (body.new ? undefined : currentSession) ?? (await client.createSession("svc session"));
         await client.prompt(session, body.text, body.agent);
@@ -254,7 +275,8 @@ async function daemon(): Promise<void> {
   if (config.pooled) return;
   runtime.start();
   await runtime.whenReady();
-  await sendBootstrapPrompt();
+  restored = resumeOrBootstrap();
+  await restored;
 }
 
 if (process.argv[2] === "git-credential") {

@@ -72,6 +72,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
           throw new Error("agent runtime answered 400 to POST /session");
         },
         abort: async () => ({ aborted: [] }),
+        transcript: async () => ({ entries: [] }),
         seed: async () => {
           throw daemonError("CONFLICT", "this sandbox is not pooled, not waiting for a seed");
         },

@@ -16,6 +16,7 @@ import {
   PromptBody,
   type RefreshResult,
 } from "../protocol/daemon.ts";
+import type { RuntimeTranscript } from "../protocol/transcript.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { relayAgentEvents } from "./agent-events.ts";
@@ -34,6 +35,8 @@ export type ControlHandlers = {
   /** A pooled sandbox's workspace, as a git bundle streamed in the request body. */
   seed(bundle: NodeJS.ReadableStream): Promise<{ commit: string | null }>;
   claim(body: ClaimBody): Promise<{ claimed: true }>;
+  /** GET /svc/transcript: the runtime's conversations as transcript entries (transcript.ts). */
+  transcript(): Promise<RuntimeTranscript>;
   runtimeReady(): boolean;
 };
 
@@ -138,11 +141,19 @@ export function createDaemonServer(deps: ServerDeps) {
     const path = (req.url ?? "/").split("?")[0]!;
     try {
       if (path === "/svc/health" && req.method === "GET") return sendOk(res, await deps.control.health());
+      if (path === "/svc/transcript" && req.method === "GET") {
+        if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
+        if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
+        return sendOk(res, await deps.control.transcript());
+      }
       if (path === "/svc/events" && req.method === "GET") {
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
         if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
-        deps.activity.touch();
+        // The API's transcript recorder follows every running session: its stream is no sign of use.
+        const entries = new URL(req.url ?? "/", "http://daemon").searchParams.get("entries") === "1";
+        if (!entries) deps.activity.touch();
         return relayAgentEvents(res, deps.agentPort, deps.workspace, {
+          entries,
           gatewayUrl: deps.gatewayUrl,
           modelTimeoutS: deps.modelTimeoutS,
           log: deps.log,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { SafeName, SafeText } from "./text.ts";
+import { RuntimeEntry } from "./transcript.ts";
 
 /** State of the agent runtime that svc-agent supervises on 127.0.0.1:4096. */
 export const AgentRuntimeState = z.enum(["starting", "running", "restarting", "stopped", "disabled"]);
@@ -119,5 +120,10 @@ export const AgentEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("error"), session: z.string().nullable(), message: z.string() }),
   /** The API's egress proxy refused a connection of this sandbox (EgressRefusedBody): not the runtime's. */
   z.object({ type: z.literal("egress_refused"), host: z.string(), port: z.number().int(), reason: z.string() }),
+  /**
+   * Only with `?entries=1` (the API's transcript recorder): a part of the conversation, whole, each time it
+   * changes (a streaming text at most once a second, and when it ends; a tool at each status).
+   */
+  z.object({ type: z.literal("entry"), session: z.string(), entry: RuntimeEntry }),
 ]);
 export type AgentEvent = z.infer<typeof AgentEvent>;

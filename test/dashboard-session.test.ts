@@ -14,6 +14,8 @@ import { startScriptedLlm } from "./support/scripted-llm.ts";
 const ARTIFACTS = new URL("../test-artifacts/", import.meta.url).pathname;
 const REPLY = "Hello from the agent, streamed into the page.";
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
+const AGENT_ENTRY = "#transcript li.entry.assistant .markdown";
+const USER_ENTRY = "#transcript li.entry.user .markdown";
 
 /**
  * The session page and `svc login`'s browser half in a real Chromium, against a real sandbox running the real
@@ -34,9 +36,11 @@ describe("the dashboard's session page and the browser login (Chromium, real san
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     llm = await startScriptedLlm([{ when: "Say hello", steps: [{ text: REPLY }] }]);
-    sandboxed = await startSandboxedProject("Dashboarded", {
-      llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" },
-    });
+    sandboxed = await startSandboxedProject(
+      "Dashboarded",
+      { llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" } },
+      { background: true },
+    );
     browser = await requireChromium();
     home = cliHome();
     env = { ...home.env, SVC_API_URL: `${sandboxed.api.url}/v1`, SVC_CLI_TOKEN: sandboxed.user.token };
@@ -70,10 +74,10 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     await page.getByLabel("Message").fill("Say hello, please.");
     const sent = Date.now();
     await page.getByRole("button", { name: "Send" }).click();
-    await page.waitForSelector("#transcript li.agent", { timeout: 60_000 });
+    await page.waitForSelector(AGENT_ENTRY, { timeout: 60_000 });
     const pageFirstToken = Date.now() - sent;
-    await expect.poll(() => page.textContent("#transcript li.agent"), { timeout: 30_000 }).toBe(REPLY);
-    expect(await page.textContent("#transcript li.you")).toBe("Say hello, please.");
+    await expect.poll(async () => (await page.textContent(AGENT_ENTRY))?.trim(), { timeout: 30_000 }).toBe(REPLY);
+    expect((await page.textContent(USER_ENTRY))?.trim()).toBe("Say hello, please.");
     await expect.poll(() => page.textContent("#agent-state")).toBe("ready");
     await shot(page, "session-chat");
 
@@ -92,7 +96,7 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     await page.getByLabel("Message").fill("Say hello, please.");
     const again = Date.now();
     await page.getByRole("button", { name: "Send" }).click();
-    await page.waitForSelector("#transcript li.agent >> nth=1", { timeout: 30_000 });
+    await page.waitForSelector(`${AGENT_ENTRY} >> nth=1`, { timeout: 30_000 });
     const pageWarm = Date.now() - again;
     console.log(
       `first streamed token: session page ${pageFirstToken} ms (first prompt), ${pageWarm} ms (warm); ` +
@@ -109,6 +113,26 @@ describe("the dashboard's session page and the browser login (Chromium, real san
       return res.status;
     }, `${pagePath()}/messages`);
     expect(forged).toBe(403);
+
+    // A reload shows the stored conversation, the CLI's turn included, in order.
+    await page.reload();
+    const said = async () =>
+      page.$$eval("#transcript li.entry", (items) =>
+        items.map(
+          (li) =>
+            `${li.classList.contains("user") ? "you" : "agent"}: ${li.querySelector(".markdown")?.textContent?.trim()}`,
+        ),
+      );
+    await expect
+      .poll(said, { timeout: 10_000 })
+      .toEqual([
+        "you: Say hello, please.",
+        `agent: ${REPLY}`,
+        "you: Say hello, please.",
+        `agent: ${REPLY}`,
+        "you: Say hello, please.",
+        `agent: ${REPLY}`,
+      ]);
     await page.close();
   }, 180_000);
 

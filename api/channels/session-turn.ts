@@ -4,12 +4,14 @@ import type { Project } from "../../protocol/project.ts";
 import { ApiError } from "../errors.ts";
 import { sendMessage } from "../sessions/agent.ts";
 import type { SessionService } from "../sessions/service.ts";
+import type { TranscriptStore } from "../sessions/transcript-store.ts";
 
 /** How one message's run ended: the agent's words, or why there are none. */
 export type TurnOutcome = { answer: string } | { error: string };
 
 export type SessionTurnDeps = {
   sessions: SessionService;
+  transcripts: TranscriptStore;
   /** A new session's sandbox and agent start within this (the image may be building). */
   startupMs?: number;
   /** A run longer than this is given up on (the session carries on; the thread is told). */

@@ -15,6 +15,7 @@ import { listSecrets } from "../secrets/listing.ts";
 import type { SecretStore } from "../secrets/store.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
 import type { SessionStore } from "../sessions/store.ts";
+import type { TranscriptStore } from "../sessions/transcript-store.ts";
 import type { TriggerService } from "../triggers/service.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
 import { cliLoginRoutes } from "./cli-login.ts";
@@ -43,6 +44,7 @@ export type DashboardDeps = SessionAccessDeps & {
   apps: AppService;
   changeRequests: ChangeRequestService;
   sessionStore: SessionStore;
+  transcripts: TranscriptStore;
   secrets: SecretStore;
   manifests: ManifestReader;
   triggers: TriggerService;

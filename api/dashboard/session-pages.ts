@@ -4,15 +4,16 @@ import { z } from "zod";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
+import { TranscriptQuery } from "../../protocol/transcript.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { ApiError } from "../errors.ts";
 import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
 import { createPreviewLink, previewOrigins } from "../previews/links.ts";
-import { abortRun, relayEvents, sendMessage } from "../sessions/agent.ts";
+import { abortRun, type MessageDeps, relayEvents, sendMessage } from "../sessions/agent.ts";
 import { Params } from "../sessions/routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
-import { SESSION_CHAT_SCRIPT_PATH, type SessionView, sessionPage } from "./pages/session.ts";
+import { SESSION_CHAT_SCRIPT_PATH, type SessionView, sessionPage, transcriptItem } from "./pages/session.ts";
 import { browserProject } from "./project-access.ts";
 import { contentSecurityPolicy } from "./security-headers.ts";
 import { requireCsrf } from "./session-auth.ts";
@@ -30,17 +31,22 @@ const fromScript = (req: FastifyRequest) => req.headers["content-type"]?.startsW
 
 /**
  * The session page (`/dashboard/projects/{id}/sessions/{sid}`): status, branch, errors, stop and restart, a
- * preview link, and the chat with its agent over the same calls as `svc sessions chat`. Registered inside the
- * signed-in part of the dashboard.
+ * preview link, the stored transcript (kept current by the page's script through `…/transcript`) and the chat
+ * with its agent over the same calls as `svc sessions chat`. Registered inside the signed-in part of the dashboard.
  */
-export function sessionPages(deps: SessionAccessDeps & { changeRequests: ChangeRequestService }, forward: Forwarder) {
-  /** The page's data: the session now, and the CRs its agent opened. */
+export function sessionPages(
+  deps: SessionAccessDeps & MessageDeps & { changeRequests: ChangeRequestService },
+  forward: Forwarder,
+) {
+  /** The page's data: the session now, the CRs its agent opened and its transcript. */
   async function viewOf(project: Project, sessionId: string, refusal?: string): Promise<SessionView> {
     const session = Session.parse(await sessionsOf(deps).get(project, sessionId));
-    const changeRequests = (await deps.changeRequests.list(project, { status: "all" })).filter(
-      (cr) => cr.origin_session_id === session.session_id,
-    );
-    return { project, session, changeRequests, refusal };
+    const [crs, transcript] = await Promise.all([
+      deps.changeRequests.list(project, { status: "all" }),
+      deps.transcripts.read(session.session_id),
+    ]);
+    const changeRequests = crs.filter((cr) => cr.origin_session_id === session.session_id);
+    return { project, session, changeRequests, transcript, refusal };
   }
 
   return async (app: FastifyInstance) => {
@@ -62,6 +68,15 @@ export function sessionPages(deps: SessionAccessDeps & { changeRequests: ChangeR
       // "Open preview" posts here and is redirected to the preview's own origin, which the form's policy must allow.
       reply.header("content-security-policy", contentSecurityPolicy(previewOrigins(deps)));
       return reply.type(HTML).send(sessionPage(view, req.browserSession!.csrf));
+    });
+
+    // The page's live transcript: the entries added or changed since `after_rev`, as the page renders them.
+    app.get(`${base}/transcript`, async (req) => {
+      const { project, sessionId } = await target(req);
+      const { after_rev } = parseInput(TranscriptQuery, req.query ?? {}, "query");
+      const session = await sessionsOf(deps).get(project, sessionId);
+      const entries = await deps.transcripts.read(session.session_id, after_rev);
+      return { entries: entries.map((e) => ({ seq: e.seq, rev: e.rev, html: transcriptItem(e).__html })) };
     });
 
     app.get(`${base}/events`, async (req, reply) => {

@@ -42,5 +42,19 @@ pre .add { background: #e6ffec; }
 pre .del { background: #ffebe9; }
 pre .hunk { color: #0550ae; background: #ddf4ff; }
 .add-count { color: #1a7f37; } .del-count { color: #cf222e; }
+.badge.completed { background: #dafbe1; color: #116329; }
+.badge.error { background: #ffebe9; color: #a40e26; }
+#transcript { list-style: none; margin: 0 0 1rem; padding: 0; }
+.entry { padding: .5rem 0; border-bottom: 1px solid #eaeef2; overflow-wrap: anywhere; }
+.entry-head { margin: 0; font-size: 12px; color: #57606a; }
+.entry .who { font-weight: 600; color: #1b1f24; }
+.entry.user .who { color: #0550ae; }
+.entry .markdown > :first-child { margin-top: .25rem; }
+.entry .markdown > :last-child { margin-bottom: 0; }
+.entry .markdown pre, .entry.tool pre { background: #f6f8fa; border-radius: 6px; padding: .5rem; overflow: auto; }
+.entry.tool summary { cursor: pointer; font-size: 13px; }
+.entry.tool summary time { color: #57606a; }
+.entry.tool pre { max-height: 30rem; margin: .4rem 0; white-space: pre; }
+.entry img { max-width: 100%; }
 @media (max-width: 40rem) { main { padding: .5rem; } section { padding: .5rem; } th, td { padding: .25rem; } }
 `;

@@ -11,6 +11,7 @@ import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
 import { Params } from "./routes.ts";
 import { type SessionAccessDeps, sessionsOf } from "./session-access.ts";
+import type { TranscriptStore } from "./transcript-store.ts";
 
 const CONTROL_TIMEOUT_MS = 15_000;
 
@@ -63,14 +64,27 @@ async function control<S extends z.ZodType>(
   return schema.parse(await res.json());
 }
 
-/** Sends a message to the session's agent; the conversation it went to. */
+export type MessageDeps = Pick<SessionAccessDeps, "sessions"> & { transcripts: TranscriptStore };
+
+/**
+ * Sends a message to the session's agent; the conversation it went to. It is in the transcript before the agent
+ * has it, so the agent's answer can never be stored ahead of it; one the sandbox refused goes again.
+ */
 export async function sendMessage(
-  deps: Pick<SessionAccessDeps, "sessions">,
+  deps: MessageDeps,
   project: Project,
   sessionId: string,
   body: SessionMessageBody,
 ): Promise<string> {
-  return (await control(deps, project, sessionId, "/svc/prompt", body, PromptAccepted)).session;
+  const entry = await deps.transcripts.appendUser(sessionId, body.text);
+  try {
+    const { session: conversation } = await control(deps, project, sessionId, "/svc/prompt", body, PromptAccepted);
+    await deps.transcripts.setConversation(entry, conversation);
+    return conversation;
+  } catch (err) {
+    await deps.transcripts.remove(entry);
+    throw err;
+  }
 }
 
 export function abortRun(deps: SessionAccessDeps, project: Project, sessionId: string) {
@@ -101,7 +115,7 @@ export async function relayEvents(
  * Talking to a session's agent (`svc sessions chat`): send a message, abort the run, and follow what the agent
  * does as server-sent AgentEvents (protocol/daemon.ts), relayed from the daemon's /svc/events.
  */
-export function agentRoutes(deps: SessionAccessDeps, forward: Forwarder) {
+export function agentRoutes(deps: SessionAccessDeps & MessageDeps, forward: Forwarder) {
   return async (app: FastifyInstance) => {
     const base = "/v1/projects/:projectId/sessions/:sessionId";
 

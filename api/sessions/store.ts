@@ -3,6 +3,7 @@ import type { SandboxStatus, Session, SessionStatus } from "../../protocol/sessi
 import { iso } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
 import type { Events } from "../events.ts";
+import { createTranscriptStore } from "./transcript-store.ts";
 
 type SessionRow = Omit<Session, "created_at" | "updated_at"> & {
   account_id: string;
@@ -93,6 +94,8 @@ export function createSessionStore(sql: Sql, events: Events) {
             input.trigger ?? null,
           ],
         );
+        // The first prompt (a person's, a trigger's) is the transcript's first entry, committed with the session.
+        if (input.initialPrompt) await createTranscriptStore(tx).appendUser(row!.session_id, input.initialPrompt);
         return { session: toSession(row!) };
       });
       // Once committed: a listener that reads the row finds it.

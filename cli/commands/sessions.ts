@@ -21,6 +21,7 @@ import { printTable } from "../table.ts";
 import { chatAction } from "./chat.ts";
 import { addSandboxAccess } from "./sandbox-access.ts";
 import { waitUntilRunning } from "./session-wait.ts";
+import { transcriptAction } from "./transcript.ts";
 
 type NewOptions = { prompt?: string; agent?: string; model?: string; base?: string; wait: boolean };
 
@@ -149,6 +150,13 @@ export function sessionsCommand(): Command {
       .option("--prompt <text>", "send one message, print the reply as it streams, exit")
       .option("--new", "start a new conversation with the agent instead of continuing"),
   ).action(async (id: string | undefined, _o, cmd: Command) => chatAction(cmd, id));
+
+  withProject(
+    sessions
+      .command("transcript")
+      .description("the session's conversation so far: messages, answers, tool calls with their output")
+      .argument("<id>"),
+  ).action(async (id: string, _o, cmd: Command) => transcriptAction(cmd, id));
 
   withProject(
     sessions

@@ -39,6 +39,8 @@ export async function startScriptedLlm(
   gateway: { apiKey?: string; models?: string[] } = {},
 ) {
   let requests = 0;
+  /** The messages of every agent turn (a request with tools), in order: what the model was shown. */
+  const turns: Message[][] = [];
   let refusal: number | undefined;
   const server = createServer(async (req, res) => {
     if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
@@ -62,6 +64,7 @@ export async function startScriptedLlm(
     const chunk = (delta: unknown, finish: string | null = null) =>
       `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 0, model: "scripted", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    if (request.tools?.length) turns.push(request.messages);
     const step = request.tools?.length ? nextStep(rules, request.messages) : { text: "svc session" };
     if ("text" in step) {
       res.write(chunk({ role: "assistant", content: step.text }));
@@ -80,6 +83,8 @@ export async function startScriptedLlm(
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests: () => requests,
+    /** Each agent turn's messages as text, one string a turn: a later turn shows what context reached the model. */
+    turns: () => turns.map((messages) => messages.map((m) => `${m.role}: ${textOf(m)}`).join("\n")),
     refuse: (status?: number) => {
       refusal = status;
     },

@@ -1,6 +1,7 @@
 import type Docker from "dockerode";
 import { expect } from "vitest";
 import type { SandboxSettings } from "../../api/app.ts";
+import { joinCluster } from "../../orchestrator/cluster.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
 import { type CliEnv, cliHome, freePort } from "./cli.ts";
 import { freshDatabase, type TestDatabase } from "./databases.ts";
@@ -27,12 +28,22 @@ export type SandboxedProject = {
 export async function startSandboxedProject(
   name: string,
   settings: Partial<SandboxSettings> = {},
-  app: Pick<NonNullable<Parameters<typeof startApi>[1]>, "slack" | "apps"> = {},
+  stack: Pick<NonNullable<Parameters<typeof startApi>[1]>, "slack" | "apps"> & {
+    /** The background work a server runs (api/main.ts): reconciler, idle sweep, transcript recorder, triggers. */
+    background?: boolean;
+  } = {},
 ): Promise<SandboxedProject> {
+  const { background, ...app } = stack;
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");
   const port = await freePort();
   const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port, settings), ...app });
+  const stopBackground = background
+    ? api.services.startBackgroundWork({
+        cluster: await joinCluster(db.sql, { instanceId: api.services.instanceId }),
+        idleMs: 3_600_000,
+      })
+    : () => {};
   const user = await seedUser(api.services);
   const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name } })).body;
   const repo = await workRepo(authedUrl(project.repo_url, user.token));
@@ -53,6 +64,7 @@ export async function startSandboxedProject(
     sessions: (suffix = "", method = "GET", body) =>
       call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body }),
     async close() {
+      stopBackground();
       await removeProjectContainers(docker, project.id, api.services.installationId);
       await api.close();
       await db.drop();

@@ -58,6 +58,7 @@ export const API_TIER = [
   "test/session-ids.test.ts", // the API with a session service over a driver that runs no sandbox
   "test/session-wait.test.ts", // the API with a session service over a driver that runs no sandbox
   "test/storage.test.ts",
+  "test/transcript.test.ts",
   "test/triggers-external.test.ts",
 ];
 
@@ -89,6 +90,7 @@ export const DOCKER_TIER = [
   "test/self-host-stop.test.ts",
   "test/session-images.test.ts",
   "test/sessions.test.ts",
+  "test/session-transcript.test.ts",
   "test/triggers-cluster.test.ts",
   "test/triggers.test.ts",
   "test/uninstall-cleanup.test.ts", // svc uninstall and self-host stop against the Docker engine
