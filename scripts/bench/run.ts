@@ -10,6 +10,7 @@ import { benchSandboxClone } from "./sandbox-clone.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
 import { benchCliSessions } from "./session-cli.ts";
 import { benchSoak } from "./soak.ts";
+import { benchTranscriptRead } from "./transcript.ts";
 
 /** A benchmark's outcome: whether its targets held, and its figure lines. */
 type Figures = { ok: boolean; line?: string; lines?: string[] };
@@ -22,6 +23,10 @@ const ALONE: Record<string, () => Promise<Figures>> = {
   clone: benchSandboxClone,
   "cli-sessions": benchCliSessions,
   sessions: benchSessionStart,
+  transcript: async () => {
+    const figures = [await benchTranscriptRead("pglite"), await benchTranscriptRead("postgres")];
+    return { ok: figures.every((f) => f.ok), lines: figures.map((f) => f.line) };
+  },
 };
 const alone = ALONE[process.argv[2] ?? ""];
 if (alone) {
@@ -44,6 +49,9 @@ record(await benchMergePreview());
 record(await benchSandboxClone());
 
 record(await benchCrRead("pglite"));
+
+record(await benchTranscriptRead("pglite"));
+record(await benchTranscriptRead("postgres"));
 
 const pgUrl = process.env.SVC_TEST_DATABASE_URL ?? "postgres://svc:svc@127.0.0.1:5432/svc";
 const admin = postgres(pgUrl, { max: 1, onnotice: () => {} });
