@@ -60,6 +60,7 @@ import { createCipher } from "./secrets/cipher.ts";
 import { secretRoutes } from "./secrets/routes.ts";
 import { createSecretStore } from "./secrets/store.ts";
 import { agentRoutes } from "./sessions/agent.ts";
+import { sandboxCheckpoint } from "./sessions/checkpoints.ts";
 import { sessionRoutes } from "./sessions/routes.ts";
 import { execUpgrade, sandboxLogRoutes } from "./sessions/sandbox-access.ts";
 import { followSecretChanges } from "./sessions/secret-updates.ts";
@@ -178,6 +179,9 @@ export function createServices(
   const appDeploys = createAppDeployStore(sql);
   const appEndpoints = createTtlCache<string, string | undefined>(APP_ENDPOINT_TTL_MS);
 
+  /** A sandbox's service key, unsealed: how this server opens a sandbox's daemon (none without SVC_SECRETS_KEY). */
+  const openServiceKey = cipher && ((sealed: string) => cipher.decrypt(sealed, SANDBOX_SERVICE_KEY_CONTEXT));
+
   /** A project's secrets as its sandboxes get them. */
   const sandboxSecrets = {
     revision: secrets.revision,
@@ -215,6 +219,7 @@ export function createServices(
       sealServiceKey: (key) => cipher?.encrypt(key, SANDBOX_SERVICE_KEY_CONTEXT) ?? null,
       egress: egress.port,
       onSandboxClosed: (sessionId) => sandboxTargets.delete(sessionId),
+      checkpoint: openServiceKey && sandboxCheckpoint({ sessions: sessionStore, openServiceKey }),
       apps:
         options.apps?.provider === "local"
           ? {
@@ -279,7 +284,7 @@ export function createServices(
     const stopRecorder = recordTranscripts({
       lead: work.cluster.lead,
       sessions: sessionStore,
-      openServiceKey: cipher && ((sealed) => cipher.decrypt(sealed, SANDBOX_SERVICE_KEY_CONTEXT)),
+      openServiceKey,
       transcripts,
       events,
       log,

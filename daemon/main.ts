@@ -7,6 +7,7 @@ import type { ClaimBody, DaemonHealth, EnvBody, PromptBody } from "../protocol/d
 import { VERSION } from "../protocol/version.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
+import { restoreCheckpoint, saveCheckpoint } from "./checkpoint.ts";
 import { loadDaemonConfig } from "./config.ts";
 import { restoreConversation, storedTranscript } from "./conversation-restore.ts";
 import { daemonError } from "./errors.ts";
@@ -100,6 +101,17 @@ async function daemon(): Promise<void> {
     }
   };
 
+  /** The session's checkpoint into the fresh clone; one that cannot be put back is left at its ref, and said. */
+  async function putCheckpointBack(): Promise<void> {
+    const restore = await restoreCheckpoint(config).catch((err: Error) => ({
+      state: "left" as const,
+      sha: "(unread)",
+      reason: err.message,
+    }));
+    if (restore.state === "restored") log(`restored checkpoint ${restore.sha} into the workspace`);
+    if (restore.state === "left") log(`checkpoint ${restore.sha} not restored, left at its ref: ${restore.reason}`);
+  }
+
   /**
    * A session whose agent had already answered (a restart, a wake from idle) goes on with its stored conversation
    * in place of its first prompt, which the agent had; a new one starts with its first prompt. Prompts wait for it.
@@ -184,6 +196,14 @@ async function daemon(): Promise<void> {
     control: {
       runtimeReady: () => runtime.status().state === "running",
       transcript: async () => ({ entries: await readTranscript(client) }),
+      async checkpoint() {
+        if (repo.state !== "cloned") return { sha: null };
+        const saved = await saveCheckpoint(config);
+        log(
+          saved.sha ? `saved the workspace's unsaved work as checkpoint ${saved.sha}` : "nothing unsaved to checkpoint",
+        );
+        return saved;
+      },
       async health(): Promise<DaemonHealth> {
         const sessions = await busySessions();
         return {
@@ -262,6 +282,8 @@ async function daemon(): Promise<void> {
     for (let attempt = 1; attempt <= CLONE_ATTEMPTS && repo.state === "cloning"; attempt++) {
       try {
         await cloneWorkspace(config, selfCommand());
+        // The session's unsaved work from its last sandbox is back before the session counts as running.
+        await putCheckpointBack();
         repo.state = "cloned";
         repo.error = null;
       } catch (err) {

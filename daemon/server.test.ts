@@ -73,6 +73,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
         },
         abort: async () => ({ aborted: [] }),
         transcript: async () => ({ entries: [] }),
+        checkpoint: async () => ({ sha: null }),
         seed: async () => {
           throw daemonError("CONFLICT", "this sandbox is not pooled, not waiting for a seed");
         },

@@ -7,6 +7,7 @@ import {
   AbortBody,
   type AbortResult,
   type AgentEvent,
+  type CheckpointResult,
   ClaimBody,
   type DaemonHealth,
   EgressRefusedBody,
@@ -35,6 +36,7 @@ export type ControlHandlers = {
   /** A pooled sandbox's workspace, as a git bundle streamed in the request body. */
   seed(bundle: NodeJS.ReadableStream): Promise<{ commit: string | null }>;
   claim(body: ClaimBody): Promise<{ claimed: true }>;
+  checkpoint(): Promise<CheckpointResult>;
   /** GET /svc/transcript: the runtime's conversations as transcript entries (transcript.ts). */
   transcript(): Promise<RuntimeTranscript>;
   runtimeReady(): boolean;
@@ -119,6 +121,7 @@ export function createDaemonServer(deps: ServerDeps) {
     "/svc/env": (body) => deps.control.env(parse(EnvBody, body)),
     "/svc/claim": (body) => deps.control.claim(parse(ClaimBody, body)),
     "/svc/egress-refused": (body) => egressRefused(parse(EgressRefusedBody, body)),
+    "/svc/checkpoint": () => deps.control.checkpoint(),
   };
 
   /** Where a non-/svc request goes, after the user-context check; the error to answer when it goes nowhere. */

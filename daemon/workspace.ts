@@ -10,7 +10,8 @@ import { fetchCloneCredential } from "./git-credential.ts";
 const run = promisify(execFile);
 const DEFAULT_CONFIG_DIR = ".svc/agent";
 
-async function git(args: string[], cwd?: string, env: Record<string, string> = {}): Promise<string> {
+/** git in the sandbox, its output trimmed; it never prompts. */
+export async function git(args: string[], cwd?: string, env: Record<string, string> = {}): Promise<string> {
   const { stdout } = await run("git", args, {
     cwd,
     env: { ...process.env, GIT_TERMINAL_PROMPT: "0", ...env },

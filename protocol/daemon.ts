@@ -95,6 +95,13 @@ export const EgressRefusedBody = z
   .strict();
 export type EgressRefusedBody = z.infer<typeof EgressRefusedBody>;
 
+/**
+ * POST /svc/checkpoint (the orchestrator, before the sandbox stops): the workspace's unsaved work pushed to
+ * refs/svc/checkpoints/<session id>; `sha` null when there was none (the ref is then deleted).
+ */
+export const CheckpointResult = z.object({ sha: z.string().nullable() });
+export type CheckpointResult = z.infer<typeof CheckpointResult>;
+
 /** POST /svc/refresh: re-pull the session branch and restart the runtime in place. */
 export const RefreshResult = z.object({ commit: z.string().nullable(), restarted: z.boolean() });
 export type RefreshResult = z.infer<typeof RefreshResult>;

@@ -35,6 +35,11 @@ export const Session = z.object({
   created_by: z.uuid(),
   /** The manifest trigger that spawned the session (its slug), null for one a person or agent created. */
   trigger: z.string().nullable(),
+  /**
+   * The commit at refs/svc/checkpoints/<session id>: the work the session's last sandbox had not pushed when it
+   * stopped, restored into its next one; null when there was none. Absent from servers that predate it.
+   */
+  checkpoint_sha: z.string().nullable().optional(),
   created_at: z.string(),
   updated_at: z.string(),
 });

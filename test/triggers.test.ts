@@ -99,6 +99,9 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
       { timeoutMs: 300_000, everyMs: 20 },
     );
     expect((await containerEnv(sp.docker, container.Id)).SVC_INITIAL_PROMPT).toBe(PROMPT);
+    // The trigger's prompt is the first entry of the session's transcript.
+    const transcript = (await api("GET", `/sessions/${first.session_id}/transcript`)).body;
+    expect(transcript[0]).toMatchObject({ role: "user", text: PROMPT });
 
     // Cap 1: the next instants are claimed, refused with the cap's error, and never retried.
     await waitFor(

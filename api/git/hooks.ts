@@ -8,6 +8,8 @@ import type { Sql } from "../db/sql.ts";
  *   (the first `svc ship`) and nothing else, whoever pushes. `HEAD` and case variants of it are no branch names.
  * - SVC_PUSH_ROLE `sandbox` (a credential of a running sandbox) pushes only its session branch, SVC_PUSH_BRANCH,
  *   and only forward: no other branch, no tag, no deletion, no rewrite, so no commit of anyone else is touched.
+ * - `refs/svc/` is svc's: a sandbox writes only its session's checkpoint ref, SVC_PUSH_CHECKPOINT (any way: it is
+ *   replaced at every stop and deleted when there is nothing unsaved), never relayed; nobody else writes there.
  * - SVC_PUSH_ROLE `user` (a person's token or credential) pushes any other ref as plain git allows.
  * - SVC_RELAY_URL set (an external repository, whose mirror receives the push): the accepted session branch is
  *   pushed on to the real remote, never forced, before the mirror takes it; a refusal there refuses the push, so
@@ -35,6 +37,14 @@ while read -r old new ref; do
     refuse "$ref is refused: HEAD and case variants of $SVC_PROTECTED_BRANCH are not branch names here"
     continue
   fi
+  case "$ref" in refs/svc/*)
+    if [ "$SVC_PUSH_ROLE" = sandbox ] && [ -n "$SVC_PUSH_CHECKPOINT" ] && [ "$ref" = "$SVC_PUSH_CHECKPOINT" ]; then
+      continue
+    fi
+    refuse "$ref is refused: refs/svc/ is written by svc alone"
+    continue
+    ;;
+  esac
   [ "$SVC_PUSH_ROLE" = user ] && continue
   if [ -z "$SVC_PUSH_BRANCH" ] || [ "$ref" != "refs/heads/$SVC_PUSH_BRANCH" ]; then
     refuse "a sandbox pushes only its session branch ($SVC_PUSH_BRANCH): git push origin HEAD; $ref refused"
@@ -70,12 +80,21 @@ export function installHooks(dataDir: string): string {
   return dir;
 }
 
-/** The session branch of a sandbox: the one branch its credentials may push (SVC_PUSH_BRANCH). */
-export async function sessionBranchOf(sql: Sql, sandboxId: string): Promise<string> {
-  const [row] = await sql.query<{ branch: string }>(
-    `select s.branch from session_sandboxes b join project_sessions s on s.session_id = b.session_id
+/** Where a session's unsaved work is kept when its sandbox stops (daemon/checkpoint.ts). */
+export const checkpointRef = (sessionId: string) => `refs/svc/checkpoints/${sessionId}`;
+
+/**
+ * The session of a sandbox: its branch, the one branch its credentials may push (SVC_PUSH_BRANCH), and its id,
+ * which names the one checkpoint ref it may write and fetch.
+ */
+export async function sandboxSessionOf(
+  sql: Sql,
+  sandboxId: string,
+): Promise<{ sessionId: string; branch: string } | undefined> {
+  const [row] = await sql.query<{ session_id: string; branch: string }>(
+    `select s.session_id, s.branch from session_sandboxes b join project_sessions s on s.session_id = b.session_id
       where b.sandbox_id = $1`,
     [sandboxId],
   );
-  return row?.branch ?? "";
+  return row && { sessionId: row.session_id, branch: row.branch };
 }

@@ -10,12 +10,13 @@ import { ApiError } from "../errors.ts";
 import type { Events } from "../events.ts";
 import { redactRepoUrl } from "../projects/routes.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
+import type { SessionStore } from "../sessions/store.ts";
 import type { CloneCredentials } from "./clone-credentials.ts";
-import { sessionBranchOf } from "./hooks.ts";
+import { checkpointRef, sandboxSessionOf } from "./hooks.ts";
 import { runHttpBackend } from "./http-backend.ts";
 import { maxPushBytes, meteredPush, refuseOversizedPush } from "./push-limit.ts";
 import { type Repositories, RepoUnavailableError } from "./repositories.ts";
-import { configEnv } from "./run.ts";
+import { configEnv, git } from "./run.ts";
 
 export type GitRouteDeps = AuthDeps & {
   accounts: AccountStore;
@@ -31,6 +32,7 @@ export type GitRouteDeps = AuthDeps & {
   maxPushMb: number;
   /** How long one git request (clone, fetch, push) may run before its git processes are ended. */
   requestDeadlineMs: number;
+  sessionStore: Pick<SessionStore, "setCheckpoint">;
 };
 
 /** Only the smart protocol's three endpoints: no dumb-HTTP file access into the repository. */
@@ -167,6 +169,10 @@ export function gitRoutes(deps: GitRouteDeps) {
           ["uploadpack.allowFilter", "true"],
           ["uploadpack.allowReachableSHA1InWant", "true"],
         ];
+        // A sandbox pushes its session branch and its checkpoint ref, and sees no other session's checkpoint.
+        const own = who.sandboxId ? await sandboxSessionOf(deps.sql, who.sandboxId) : undefined;
+        if (own)
+          hooks.push(["uploadpack.hideRefs", "refs/svc/"], ["uploadpack.hideRefs", `!${checkpointRef(own.sessionId)}`]);
         let hookEnv: Record<string, string>;
         try {
           hookEnv = external && rest === "git-receive-pack" ? await relayEnv(deps, project, hooks) : configEnv(hooks);
@@ -176,9 +182,6 @@ export function gitRoutes(deps: GitRouteDeps) {
             return deny(reply, 502, "the project's repository cannot be reached");
           throw err;
         }
-        // The one branch a sandbox may push: looked up for pushes only.
-        const pushBranch =
-          rest === "git-receive-pack" && who.sandboxId ? await sessionBranchOf(deps.sql, who.sandboxId) : "";
         const dir = deps.repos.dirOf(project);
         reply.hijack();
         const query = req.url.includes("?") ? req.url.slice(req.url.indexOf("?") + 1) : "";
@@ -199,13 +202,22 @@ export function gitRoutes(deps: GitRouteDeps) {
             GIT_PROJECT_ROOT: dirname(dir),
             SVC_PUSH_ROLE: who.role,
             SVC_PROTECTED_BRANCH: project.default_branch,
-            SVC_PUSH_BRANCH: pushBranch,
+            SVC_PUSH_BRANCH: own?.branch ?? "",
+            SVC_PUSH_CHECKPOINT: own ? checkpointRef(own.sessionId) : "",
           },
           deps.requestDeadlineMs,
         );
         if (rest === "git-receive-pack") {
           deps.repos.invalidate(project);
           if (exitCode === 0) deps.events.emit("repo.pushed", { projectId: project.id });
+          // A sandbox's push may have written or deleted its checkpoint: the session row says which.
+          if (exitCode === 0 && own) {
+            const { stdout } = await git(["rev-parse", "--verify", "--quiet", checkpointRef(own.sessionId)], {
+              dir,
+              okCodes: [1],
+            });
+            await deps.sessionStore.setCheckpoint(own.sessionId, stdout.trim() || null);
+          }
         }
       },
     });

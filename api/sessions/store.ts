@@ -13,7 +13,7 @@ type SessionRow = Omit<Session, "created_at" | "updated_at"> & {
 };
 
 const SESSION_COLUMNS = `session_id, project_id, account_id, status, branch, base_ref, agent_name, agent_model,
-  initial_prompt, sandbox_url, error, progress, created_by, trigger_slug as trigger, created_at, updated_at`;
+  initial_prompt, sandbox_url, error, progress, created_by, trigger_slug as trigger, checkpoint_sha, created_at, updated_at`;
 
 export type SessionRecord = Session & { account_id: string; initial_prompt: string | null };
 
@@ -278,6 +278,11 @@ export function createSessionStore(sql: Sql, events: Events) {
            s.provisioner
          from session_sandboxes b join project_sessions s using (session_id) where b.status in ('provisioning', 'active')`,
       );
+    },
+
+    /** The session's checkpoint ref as its repository holds it now (after a push of its sandbox). */
+    async setCheckpoint(sessionId: string, sha: string | null): Promise<void> {
+      await sql.query("update project_sessions set checkpoint_sha = $2 where session_id = $1", [sessionId, sha]);
     },
 
     async touchActivity(sandboxId: string, at: string): Promise<void> {

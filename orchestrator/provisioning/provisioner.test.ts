@@ -135,6 +135,36 @@ describe("provisioner", () => {
     expect(records.sandboxesOf(id)[0]!.container_id).toBe(cold.id);
   });
 
+  it("a stop or an idle close asks the live sandbox to save its work first; an error close and a failed save do not hold the stop", async () => {
+    const { mem, provisioner, project, newSession, deps, tokens } = setup();
+    const asked: { session: string; running: boolean; tokenLive: boolean }[] = [];
+    deps.checkpoint = async (sandbox) => {
+      asked.push({
+        session: sandbox.session_id,
+        running: Boolean(mem.sandboxOf({ sessionId: sandbox.session_id })?.running),
+        tokenLive: tokens.live().some((t) => t.sessionId === sandbox.session_id),
+      });
+      if (sandbox.session_id === failing.session_id) throw new Error("the sandbox did not answer");
+    };
+    const [stopped, idle, broken, failing] = [newSession(), newSession(), newSession(), newSession()];
+    for (const s of [stopped, idle, broken, failing]) await provisioner.provision(project, s, { cutBranch: true });
+
+    await provisioner.stopSandboxOf(stopped.session_id);
+    const sandboxOf = async (id: string) => (await deps.records.currentSandbox(id))!;
+    await provisioner.closeSandbox(await sandboxOf(idle.session_id), "stopped", "idle");
+    await provisioner.closeSandbox(await sandboxOf(broken.session_id), "error", "the container died");
+    await provisioner.stopSandboxOf(failing.session_id);
+
+    // Asked while the container still ran and its token still worked: the push needs both.
+    expect(asked).toEqual([
+      { session: stopped.session_id, running: true, tokenLive: true },
+      { session: idle.session_id, running: true, tokenLive: true },
+      { session: failing.session_id, running: true, tokenLive: true },
+    ]);
+    for (const s of [stopped, idle, broken, failing])
+      expect(mem.sandboxOf({ sessionId: s.session_id })).toBeUndefined();
+  });
+
   it("a failure leaves the session failed, no container, the token revoked and the sandbox row in error", async () => {
     const { mem, provisioner, project, newSession, records, tokens } = setup();
     mem.failNext(

@@ -57,6 +57,11 @@ export type ProvisionerDeps = {
   instanceId: string;
   /** Told whenever a session's sandbox goes away, so callers drop what they cached about it. */
   onSandboxClosed: (sessionId: string) => void;
+  /**
+   * Asks a running sandbox to save its unsaved work (its daemon's /svc/checkpoint) before it is stopped; the API
+   * holds the key that opens it. Absent: nothing is saved.
+   */
+  checkpoint?: (sandbox: SandboxRecord & { url: string }) => Promise<void>;
   log: Log;
 };
 
@@ -267,6 +272,16 @@ export function createProvisioner(deps: ProvisionerDeps) {
     }
   }
 
+  /** A live sandbox's unsaved work to its checkpoint ref; a sandbox that cannot is stopped all the same. */
+  async function checkpoint(sandbox: SandboxRecord): Promise<void> {
+    if (sandbox.status !== "active" || !sandbox.url || !deps.checkpoint) return;
+    await deps
+      .checkpoint({ ...sandbox, url: sandbox.url })
+      .catch((err: Error) =>
+        deps.log("could not save the sandbox's unsaved work", { session: sandbox.session_id, error: err.message }),
+      );
+  }
+
   async function teardown(
     sandboxId: string | undefined,
     containerId: string | null | undefined,
@@ -307,18 +322,23 @@ export function createProvisioner(deps: ProvisionerDeps) {
       }
     },
 
-    /** Tears down the session's current sandbox, if it has a live one. */
+    /** Tears down the session's current sandbox, if it has a live one, its unsaved work saved first. */
     async stopSandboxOf(sessionId: string): Promise<void> {
       deps.onSandboxClosed(sessionId);
       const sandbox = await records.currentSandbox(sessionId);
       if (sandbox && (sandbox.status === "active" || sandbox.status === "provisioning")) {
+        await checkpoint(sandbox);
         await teardown(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, "stopped");
       }
     },
 
-    /** Tears a sandbox down for the reconciler or the sweeper; a session still marked running becomes stopped. */
+    /**
+     * Tears a sandbox down for the reconciler or the sweeper (its unsaved work saved first when it is only stopped:
+     * idle, over its disk); a session still marked running becomes stopped.
+     */
     async closeSandbox(sandbox: SandboxRecord, status: "stopped" | "error", reason: string): Promise<void> {
       deps.onSandboxClosed(sandbox.session_id);
+      if (status === "stopped") await checkpoint(sandbox);
       await teardown(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, status);
       if (status === "error") await records.updateSandbox(sandbox.sandbox_id, { error: reason });
       await records.transition(sandbox.session_id, ["running"], "stopped", {

@@ -91,6 +91,7 @@ export const DOCKER_TIER = [
   "test/session-images.test.ts",
   "test/sessions.test.ts",
   "test/session-transcript.test.ts",
+  "test/session-checkpoints.test.ts",
   "test/triggers-cluster.test.ts",
   "test/triggers.test.ts",
   "test/uninstall-cleanup.test.ts", // svc uninstall and self-host stop against the Docker engine

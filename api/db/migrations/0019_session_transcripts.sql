@@ -20,3 +20,7 @@ create table session_transcript (
 );
 
 create index session_transcript_order on session_transcript (session_id, seq);
+
+-- The session's checkpoint (refs/svc/checkpoints/<session id>): the commit of the work its last sandbox had not
+-- pushed when it stopped, null when there was none. Written after each push of the session's sandbox.
+alter table project_sessions add column checkpoint_sha text;
