@@ -150,7 +150,9 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
       }
       case "message.part.updated": {
         const part = p.part as RuntimePart | undefined;
-        if (!part || roles.get(part.messageID) !== "assistant") return [];
+        const role = part && roles.get(part.messageID);
+        // Only the assistant calls tools: a tool part is its even when this stream joined after its message began.
+        if (!part || (role !== "assistant" && !(role === undefined && part.type === "tool"))) return [];
         if (part.type === "text" && typeof part.text === "string") {
           const already = sent.get(part.id) ?? 0;
           // The whole text: what the recorder stores, even when no delta is new (the part's end).

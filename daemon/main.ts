@@ -195,7 +195,7 @@ async function daemon(): Promise<void> {
     log,
     control: {
       runtimeReady: () => runtime.status().state === "running",
-      transcript: async () => ({ entries: await readTranscript(client) }),
+      transcript: async (conversation) => ({ entries: await readTranscript(client, conversation) }),
       async checkpoint() {
         if (repo.state !== "cloned") return { sha: null };
         const saved = await saveCheckpoint(config);

@@ -38,7 +38,7 @@ export type ControlHandlers = {
   claim(body: ClaimBody): Promise<{ claimed: true }>;
   checkpoint(): Promise<CheckpointResult>;
   /** GET /svc/transcript: the runtime's conversations as transcript entries (transcript.ts). */
-  transcript(): Promise<RuntimeTranscript>;
+  transcript(conversation?: string): Promise<RuntimeTranscript>;
   runtimeReady(): boolean;
 };
 
@@ -147,7 +147,8 @@ export function createDaemonServer(deps: ServerDeps) {
       if (path === "/svc/transcript" && req.method === "GET") {
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
         if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
-        return sendOk(res, await deps.control.transcript());
+        const conversation = new URL(req.url ?? "/", "http://daemon").searchParams.get("conversation") ?? undefined;
+        return sendOk(res, await deps.control.transcript(conversation));
       }
       if (path === "/svc/events" && req.method === "GET") {
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);

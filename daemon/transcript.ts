@@ -52,13 +52,14 @@ export function entryOfPart(part: RuntimePart, fallbackAt: number, text = part.t
 type RuntimeMessage = { info: { id: string; role: string; time?: { created?: number } }; parts: RuntimePart[] };
 
 /**
- * GET /svc/transcript: every assistant text and tool part of every conversation the runtime holds, oldest first,
- * read from the runtime's own store. The API's recorder reads it when it (re)connects, so what happened while it
+ * GET /svc/transcript[?conversation=<id>]: every assistant text and tool part of every conversation the runtime holds
+ * (or of the one named), oldest first, read from the runtime's own store. The API's recorder reads it when it (re)connects, so what happened while it
  * was away is stored too. The person's messages are left out: the API stored them as they came in.
  */
-export async function readTranscript(client: AgentClient): Promise<RuntimeEntry[]> {
+export async function readTranscript(client: AgentClient, conversation?: string): Promise<RuntimeEntry[]> {
   const entries: RuntimeEntry[] = [];
   for (const session of await client.conversations()) {
+    if (conversation && session.id !== conversation) continue;
     const messages = (await client.messages(session.id)) as RuntimeMessage[];
     for (const { info, parts } of messages) {
       if (info.role !== "assistant") continue;

@@ -29,7 +29,10 @@ export const RuntimeEntry = z.object({
 });
 export type RuntimeEntry = z.infer<typeof RuntimeEntry>;
 
-/** GET /svc/transcript: every assistant and tool part of every conversation the runtime holds, oldest first. */
+/**
+ * GET /svc/transcript[?conversation=<id>]: every assistant and tool part of every conversation the runtime holds
+ * (or of the one named), oldest first.
+ */
 export const RuntimeTranscript = z.object({ entries: z.array(RuntimeEntry) });
 export type RuntimeTranscript = z.infer<typeof RuntimeTranscript>;
 

@@ -7,6 +7,8 @@ import { requireChromium } from "./support/browser.ts";
 import { cliHome, freePort, machineAddress, shipNewApp, svc } from "./support/cli.ts";
 import { execIn, removeInstallationNetworks, removeProjectContainers, requireDocker } from "./support/docker.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
+import { startScriptedLlm } from "./support/scripted-llm.ts";
+import { waitFor } from "./support/wait.ts";
 
 const PREVIEW_APP = new URL("./fixtures/preview-app.mjs", import.meta.url).pathname;
 
@@ -150,4 +152,50 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     );
     expect((await run(["sessions", "rm", id])).code).toBe(0);
   });
+
+  it("keeps the transcript through a SIGKILL of the API mid-run: what was shown stays, what the agent did meanwhile is stored", async () => {
+    const llm = await startScriptedLlm([
+      {
+        when: "Take your time",
+        steps: [
+          { tool: "bash", args: { command: "sleep 4 && echo slept", description: "Wait a while" } },
+          { text: "Done waiting." },
+        ],
+      },
+    ]);
+    try {
+      const model = [`SVC_LLM_BASE_URL=${llm.url}`, "SVC_LLM_API_KEY=kill", "SVC_AGENT_MODEL=scripted"];
+      expect((await svc(["self-host", "env", "set", ...model], { env: home.env })).code).toBe(0);
+      expect((await svc(["self-host", "restart"], { env: home.env })).code).toBe(0);
+      const id = (await run(["sessions", "new", "--prompt", "Take your time, then say so."])).stdout.trim();
+      const transcript = async () => JSON.parse((await run(["sessions", "transcript", id, "--json"])).stdout);
+      // Shown: the tool call running, as the dashboard and `transcript` show it.
+      await waitFor(
+        "the tool call shown running",
+        async () => (await transcript()).some((e: { tool?: { status: string } }) => e.tool?.status === "running"),
+        { timeoutMs: 90_000, everyMs: 200 },
+      );
+      process.kill(Number(readFileSync(join(home.env.SVC_HOME!, "run", "api.pid"), "utf8")), "SIGKILL");
+      // The run goes on in the sandbox while no API listens; the next API's recorder reads it back.
+      await new Promise((r) => setTimeout(r, 6000));
+      const restarted = await svc(["self-host", "start"], { env: home.env });
+      expect(restarted.code, restarted.stderr).toBe(0);
+      const entries = await waitFor(
+        "the run's end stored",
+        async () => {
+          const all = await transcript();
+          return all.some((e: { text: string }) => e.text === "Done waiting.") && all;
+        },
+        { timeoutMs: 60_000, everyMs: 500 },
+      );
+      expect(
+        entries.map((e: { role: string; text: string; tool?: { status: string; output: string } | null }) =>
+          e.role === "tool" ? `tool ${e.tool!.status} ${e.tool!.output?.trim()}` : `${e.role}: ${e.text}`,
+        ),
+      ).toEqual(["user: Take your time, then say so.", "tool completed slept", "assistant: Done waiting."]);
+      expect((await run(["sessions", "rm", id])).code).toBe(0);
+    } finally {
+      llm.close();
+    }
+  }, 300_000);
 });

@@ -51,7 +51,11 @@ describe("session transcript: stored as it happens, read anywhere, carried into 
         return entries.filter((e) => e.role === "assistant").length >= answers && entries;
       },
       { timeoutMs: 60_000 },
-    );
+    ).catch(async (err: Error) => {
+      // What the transcript and the sandbox said: the failure's own evidence.
+      const logs = await svc(["sessions", "logs", id], { env: sp.cliEnv });
+      throw new Error(`${err.message}\ntranscript: ${JSON.stringify(said(await transcript()))}\nlogs:\n${logs.stdout}`);
+    });
   };
 
   beforeAll(async () => {

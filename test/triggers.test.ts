@@ -92,13 +92,20 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
       { timeoutMs: 30_000, everyMs: 20 },
     );
     expect(first).toMatchObject({ trigger: "tick", base_ref: "main", agent_name: "build" });
-    const container = await waitFor(
+    // Its own container: a pooled one made for the same id before main moved is replaced by it, and may be gone.
+    const env = await waitFor(
       "the session's container",
-      async () =>
-        (await sp.docker.listContainers({ all: true, filters: { label: [`dev.svc.session=${first.session_id}`] } }))[0],
+      async () => {
+        const containers = await sp.docker.listContainers({
+          all: true,
+          filters: { label: [`dev.svc.session=${first.session_id}`] },
+        });
+        const own = containers.find((c) => !c.Labels["dev.svc.pool"]);
+        return own && (await containerEnv(sp.docker, own.Id).catch(() => undefined));
+      },
       { timeoutMs: 300_000, everyMs: 20 },
     );
-    expect((await containerEnv(sp.docker, container.Id)).SVC_INITIAL_PROMPT).toBe(PROMPT);
+    expect(env.SVC_INITIAL_PROMPT).toBe(PROMPT);
     // The trigger's prompt is the first entry of the session's transcript.
     const transcript = (await api("GET", `/sessions/${first.session_id}/transcript`)).body;
     expect(transcript[0]).toMatchObject({ role: "user", text: PROMPT });

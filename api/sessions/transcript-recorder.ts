@@ -71,18 +71,26 @@ export function createTranscriptRecorder(deps: TranscriptRecorderDeps) {
     // Its agent still booting: the next sweep tries again.
     if (res.status === 503) return;
     if (!res.ok || !res.body) throw new Error(`the sandbox's daemon answered ${res.status} to its event stream`);
+    /** The runtime's own record of its conversations (one of them, at a run's end): what the stream may have missed. */
+    const reread = async (conversation?: string) => {
+      const query = conversation ? `?conversation=${encodeURIComponent(conversation)}` : "";
+      const whole = await fetch(`${sandbox.url}/svc/transcript${query}`, {
+        headers,
+        signal: AbortSignal.any([stop.signal, AbortSignal.timeout(READ_TIMEOUT_MS)]),
+      });
+      if (whole.ok) await write(RuntimeTranscript.parse(await whole.json()).entries);
+    };
     const parser = createParser({
       onEvent: ({ data }) => {
         const event = AgentEvent.safeParse(parseJson(data));
-        if (event.success && event.data.type === "entry") void write([event.data.entry]);
+        if (!event.success) return;
+        if (event.data.type === "entry") void write([event.data.entry]);
+        // A run that began before this stream connected sent parts it could not tell apart: its end settles them.
+        if (event.data.type === "idle") void reread(event.data.session).catch(() => {});
       },
     });
     // Subscribed first, then the whole conversation: a part reported in between comes by both, stored once.
-    const whole = await fetch(`${sandbox.url}/svc/transcript`, {
-      headers,
-      signal: AbortSignal.any([stop.signal, AbortSignal.timeout(READ_TIMEOUT_MS)]),
-    });
-    if (whole.ok) void write(RuntimeTranscript.parse(await whole.json()).entries);
+    await reread();
     const decoder = new TextDecoder();
     for await (const chunk of res.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
     await write([]);

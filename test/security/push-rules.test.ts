@@ -79,7 +79,7 @@ describe("sandbox push rules (managed repositories)", () => {
       const pushed = await sandbox.push(refspec);
       expect(pushed.code, refspec).not.toBe(0);
       expect(pushed.stderr, refspec).toMatch(
-        /svc: (a sandbox pushes only its session branch|main changes only by merging|force-push|the session branch .* cannot be deleted)/,
+        /svc: (a sandbox pushes only its session branch|main changes only by merging|force-push|the session branch .* cannot be deleted|refs\/svc\/x is refused: refs\/svc\/ is written by svc alone)/,
       );
       expect(await ref(target), refspec).toBe(before);
     }
