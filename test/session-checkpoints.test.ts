@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createIdleSweeper } from "../orchestrator/idle-sweeper.ts";
 import { Session } from "../protocol/session.ts";
 import { svc } from "./support/cli.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
@@ -136,5 +137,21 @@ describe("session checkpoints: unsaved work survives a stop into the next sandbo
     const fetched = await fromOther(`git fetch origin refs/svc/checkpoints/${id} 2>&1`);
     expect(fetched.code).not.toBe(0);
     await sp.sessions(`/${other}`, "DELETE");
+  }, 300_000);
+
+  it("an idle hibernation keeps the work too, and waking the session brings it back", async () => {
+    await sh("printf 'idle draft\\n' > idle.txt");
+    const sweep = createIdleSweeper({
+      records: sp.api.services.sessionStore,
+      provisioner: sp.api.services.orchestrator!.provisioner,
+      idleMs: 1,
+      log: () => {},
+    });
+    expect(await sweep()).toContain(id);
+    const slept = await info();
+    expect(slept.status).toBe("stopped");
+    expect(slept.checkpoint_sha).toMatch(/^[0-9a-f]{40}$/);
+    await restart();
+    expect(await sh("cat idle.txt")).toBe("idle draft");
   }, 300_000);
 });
