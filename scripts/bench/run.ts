@@ -5,6 +5,7 @@ import { benchCrRead } from "./cr-read.ts";
 import { benchDaemonProxy } from "./daemon-proxy.ts";
 import { benchMergePreview } from "./merge-preview.ts";
 import { benchPreviewAlone } from "./preview.ts";
+import { benchResume } from "./resume.ts";
 import { benchSessionStart } from "./sandbox.ts";
 import { benchSandboxClone } from "./sandbox-clone.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
@@ -23,6 +24,7 @@ const ALONE: Record<string, () => Promise<Figures>> = {
   clone: benchSandboxClone,
   "cli-sessions": benchCliSessions,
   sessions: benchSessionStart,
+  resume: benchResume,
   transcript: async () => {
     const figures = [await benchTranscriptRead("pglite"), await benchTranscriptRead("postgres")];
     return { ok: figures.every((f) => f.ok), lines: figures.map((f) => f.line) };
@@ -78,6 +80,7 @@ if (process.env.SVC_BENCH_SKIP_DOCKER !== "1") {
   record(await benchCliSessions());
   record(await benchSoak());
   record(await benchPreviewAlone());
+  record(await benchResume());
   lines.push(...(await benchSelfHostModes({ cold: false })));
 }
 

@@ -17,7 +17,7 @@ const ANSWERED = 5;
  * What a person waits for after `svc sessions new`: the agent's answer to a first prompt. The events stream is
  * retried while the agent boots (503), as `svc sessions chat` does; the run ends at its `idle`.
  */
-async function firstAnswer(apiUrl: string, sessionPath: string, token: string): Promise<void> {
+export async function firstAnswer(apiUrl: string, sessionPath: string, token: string): Promise<void> {
   const headers = { authorization: `Bearer ${token}` };
   const stop = new AbortController();
   let events: Response;
@@ -132,9 +132,12 @@ export async function benchStack(poolSize: number) {
   }
   return {
     api,
+    db,
+    llm,
     user,
     project,
     sessions,
+    untilRunning,
     startOne,
     measure,
     async close() {
