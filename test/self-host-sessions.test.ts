@@ -193,6 +193,14 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
           e.role === "tool" ? `tool ${e.tool!.status} ${e.tool!.output?.trim()}` : `${e.role}: ${e.text}`,
         ),
       ).toEqual(["user: Take your time, then say so.", "tool completed slept", "assistant: Done waiting."]);
+      // The agent goes on after the stack's restart with its conversation: the model is shown all of it.
+      const turns = llm.turns().length;
+      const more = await run(["sessions", "chat", id, "--prompt", "Take your time once more."]);
+      expect(more.code, more.stderr).toBe(0);
+      const shown = llm.turns().slice(turns).join("\n");
+      expect(shown).toContain("Take your time, then say so.");
+      expect(shown).toContain("slept");
+      expect(shown).toContain("Done waiting.");
       expect((await run(["sessions", "rm", id])).code).toBe(0);
     } finally {
       llm.close();
