@@ -1,6 +1,9 @@
 import { parse } from "dotenv";
 import { usageError } from "./errors.ts";
 
+/** The dotenv file `svc env pull` writes and `svc env push` reads when no path is given: the current directory's. */
+export const DOTENV_FILE = ".env";
+
 /**
  * A dotenv file's variables (`secrets set --from-file`), as the `dotenv` package parses them: `export ` prefix, `#`
  * comments (not inside quotes), single, double and backtick quotes stripped, multi-line values inside quotes, `\n`

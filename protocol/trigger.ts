@@ -11,9 +11,14 @@ export const Trigger = z.object({
   enabled: z.boolean(),
   base_ref: z.string().nullable(),
   agent: z.string().nullable(),
+  /** When a firing last started a session (`last_session_id`); a refused firing never moves it. */
   last_fired_at: z.string().nullable(),
   last_session_id: z.string().nullable(),
+  /** Why the latest firing started no session; null once a later firing started one. */
   last_error: z.string().nullable(),
+  /** The last firing that started no session (the session cap, any error) and why; kept after later sessions. */
+  last_refused_at: z.string().nullable(),
+  last_refusal: z.string().nullable(),
 });
 export type Trigger = z.infer<typeof Trigger>;
 

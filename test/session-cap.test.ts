@@ -241,9 +241,11 @@ describe.each(DATABASE_KINDS)("the session cap counts every start (%s)", (kind) 
     const info = await call(apis[0]!.url, "GET", `/v1/projects/${a.projectId}/triggers/nightly`, {
       token: a.user.token,
     });
-    expect(info.body.last_fired_at).not.toBeNull();
+    // Refused: no session fired, the refusal recorded with its reason.
+    expect(info.body.last_fired_at).toBeNull();
     expect(info.body.last_session_id).toBeNull();
     expectCapMessage(info.body.last_error);
+    expectCapMessage(info.body.last_refusal);
     // No session started by the trigger, and the cap holds.
     const triggered = await db.sql.query(
       "select 1 from project_sessions where trigger_slug = 'nightly' and project_id = $1",

@@ -66,6 +66,8 @@ describe("triggers of an external repository (real git host)", () => {
           last_fired_at: null,
           last_session_id: null,
           last_error: null,
+          last_refused_at: null,
+          last_refusal: null,
         },
       ],
     });

@@ -51,6 +51,9 @@ const MERGE_ATTEMPTS = 3;
  */
 const OTHER_MERGE_WAIT_MS = 5000;
 
+/** SPEC rule 5: open and closed CRs reflect what is pushed to their head branch; a merged one is frozen at its merge. */
+const followsBranches = (cr: ChangeRequest) => cr.status !== "merged";
+
 const beingMerged = (cr: ChangeRequest) =>
   apiError("CONFLICT", `CR #${cr.number} is being merged by another API process; try again in a moment`);
 
@@ -79,16 +82,21 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     return cr;
   }
 
-  /** SPEC refresh rule: open CRs follow their live branches; an unreachable repo or a missing branch is skipped. */
+  /**
+   * SPEC refresh rules 4 and 5: an open CR follows both live branches, a closed one its head branch; a merged one
+   * keeps what it merged. An unreachable repo or a missing branch is skipped.
+   */
   async function refresh(project: Project, crs: ChangeRequest[]): Promise<ChangeRequest[]> {
-    if (!crs.some((cr) => cr.status === "open")) return crs;
+    if (!crs.some(followsBranches)) return crs;
     const tips = await repos.tips(project);
     if (!tips) return crs;
     return Promise.all(
       crs.map(async (cr) => {
-        if (cr.status !== "open") return cr;
+        if (!followsBranches(cr)) return cr;
         const head = tips.get(cr.head_ref);
-        const base = tips.get(cr.base_ref);
+        // A closed CR's base stays as it was when closed: the base moves with every merge, and closed CRs pile up,
+        // so following it would rewrite each of them on the next list after every merge.
+        const base = cr.status === "closed" ? (cr.base_commit_sha ?? tips.get(cr.base_ref)) : tips.get(cr.base_ref);
         if (!head || !base || (head === cr.head_commit_sha && base === cr.base_commit_sha)) return cr;
         return (await store.refreshShas(cr.cr_id, head, base)) ?? cr;
       }),
@@ -108,7 +116,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");
       throw err;
     }
-    if (cr.status !== "merged") {
+    if (followsBranches(cr)) {
       const tips = await repos.tips(project);
       const base = tips?.get(cr.base_ref) ?? cr.base_commit_sha;
       const head = tips?.get(cr.head_ref) ?? cr.head_commit_sha;

@@ -160,11 +160,11 @@ export function createChangeRequestStore(sql: Sql) {
       return rows.map(toCr);
     },
 
-    /** The refresh rule's write: only while still open, only when a SHA changed. */
+    /** The refresh rule's write (open or closed CRs), called only when a SHA changed; never a merged CR's. */
     refreshShas: (crId: string, headSha: string, baseSha: string) =>
       one(
         `update change_requests set head_commit_sha = $2, base_commit_sha = $3, updated_at = now()
-         where cr_id = $1 and status = 'open' returning ${COLUMNS}`,
+         where cr_id = $1 and status <> 'merged' returning ${COLUMNS}`,
         [crId, headSha, baseSha],
       ),
 

@@ -23,6 +23,7 @@ import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
 import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
 import { badSignInLinkPage, errorPage, signInConfirmPage, signInPage } from "./pages/messages.ts";
+import { noModelPage } from "./pages/no-model.ts";
 import { type ProjectView, projectPage } from "./pages/project.ts";
 import { projectsPage } from "./pages/projects.ts";
 import { settle } from "./part.ts";
@@ -97,6 +98,12 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
 
   function renderError(err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) {
     const csrf = req.browserSession?.csrf;
+    if (err instanceof ApiError && err.code === "MODEL_NOT_CONFIGURED") {
+      // The chat's script posts JSON and shows the answer's `error`: the whole message, never a bare status text.
+      if (req.headers["content-type"]?.startsWith("application/json"))
+        return reply.code(err.status).send({ error: err.message, code: err.code });
+      return reply.code(err.status).type(HTML).send(noModelPage(err.message, csrf));
+    }
     if (err instanceof ApiError) {
       const title = err.status === 404 ? "Not found" : err.status === 403 ? "Refused" : "Something went wrong";
       return reply

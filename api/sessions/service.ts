@@ -59,8 +59,9 @@ export function createSessionService(deps: SessionServiceDeps) {
     return apiError(
       "SESSION_CAP_REACHED",
       `session cap reached: this account may run ${cap} sessions at once (set by SVC_SESSION_CAP) and ${current} ` +
-        "are starting or running; stop or delete one ('svc sessions stop <id>' or 'svc sessions rm <id>'), " +
-        "or raise SVC_SESSION_CAP, then try again",
+        "are starting or running; list them with 'svc sessions ls', stop or delete one ('svc sessions stop <id>' or " +
+        "'svc sessions rm <id>'), or raise SVC_SESSION_CAP ('svc self-host env set SVC_SESSION_CAP=<n>', then " +
+        "'svc self-host restart'), then try again",
       { limit: cap, current },
     );
   }

@@ -49,6 +49,8 @@ function present(t: TriggerSpec, state: TriggerState | undefined): Trigger {
     last_fired_at: state?.last_fired_at ?? null,
     last_session_id: state?.last_session_id ?? null,
     last_error: state?.last_error ?? null,
+    last_refused_at: state?.last_refused_at ?? null,
+    last_refusal: state?.last_refusal ?? null,
   };
 }
 

@@ -6,17 +6,25 @@ export type TriggerState = {
   last_fired_at: string | null;
   last_session_id: string | null;
   last_error: string | null;
+  last_refused_at: string | null;
+  last_refusal: string | null;
 };
 
 /** trigger_state and trigger_firings (migration 0010): the runtime half of the manifest's triggers. */
 export function createTriggerStore(sql: Sql) {
   return {
     async states(projectId: string): Promise<Map<string, TriggerState>> {
-      const rows = await sql.query<TriggerState & { last_fired_at: Date | null }>(
-        "select slug, last_fired_at, last_session_id, last_error from trigger_state where project_id = $1",
+      const rows = await sql.query<TriggerState & { last_fired_at: Date | null; last_refused_at: Date | null }>(
+        `select slug, last_fired_at, last_session_id, last_error, last_refused_at, last_refusal from trigger_state
+         where project_id = $1`,
         [projectId],
       );
-      return new Map(rows.map((r) => [r.slug, { ...r, last_fired_at: iso(r.last_fired_at) }]));
+      return new Map(
+        rows.map((r) => [
+          r.slug,
+          { ...r, last_fired_at: iso(r.last_fired_at), last_refused_at: iso(r.last_refused_at) },
+        ]),
+      );
     },
 
     /** See TriggerPort.scheduled: `scheduled_since` restarts when the schedule changes or stops. */
@@ -54,7 +62,10 @@ export function createTriggerStore(sql: Sql) {
       return rows.length > 0;
     },
 
-    /** The outcome of a claimed firing, on its row and on the trigger's state. */
+    /**
+     * The outcome of a claimed firing, on its row and on the trigger's state: a session moves `last_fired_at`, a
+     * refusal only `last_refused_at`, so a trigger the session cap keeps refusing never looks as if it ran.
+     */
     async recordFiring(
       projectId: string,
       slug: string,
@@ -68,13 +79,21 @@ export function createTriggerStore(sql: Sql) {
           "update trigger_firings set session_id = $4, error = $5 where project_id = $1 and slug = $2 and scheduled_at = $3",
           [projectId, slug, scheduledAt, sessionId, error],
         );
-        await tx.query(
-          `insert into trigger_state (project_id, slug, last_fired_at, last_session_id, last_error) values ($1, $2, now(), $3, $4)
-           on conflict (project_id, slug) do update set last_fired_at = now(),
-             last_session_id = coalesce(excluded.last_session_id, trigger_state.last_session_id),
-             last_error = excluded.last_error, updated_at = now()`,
-          [projectId, slug, sessionId, error],
-        );
+        if (sessionId !== null)
+          await tx.query(
+            `insert into trigger_state (project_id, slug, last_fired_at, last_session_id) values ($1, $2, now(), $3)
+             on conflict (project_id, slug) do update set last_fired_at = now(),
+               last_session_id = excluded.last_session_id, last_error = null, updated_at = now()`,
+            [projectId, slug, sessionId],
+          );
+        else
+          await tx.query(
+            `insert into trigger_state (project_id, slug, last_error, last_refused_at, last_refusal)
+             values ($1, $2, $3, now(), $3)
+             on conflict (project_id, slug) do update set last_error = excluded.last_error, last_refused_at = now(),
+               last_refusal = excluded.last_refusal, updated_at = now()`,
+            [projectId, slug, error],
+          );
       });
     },
 

@@ -6,11 +6,13 @@ import {
   Diff,
   MergePreview,
 } from "../../protocol/change-request.ts";
+import { ApiRequestError } from "../api-client.ts";
 import { readCliEnv } from "../config.ts";
-import { type Context, optionsOf } from "../context.ts";
-import { usageError } from "../errors.ts";
+import { type Context, type GlobalOptions, optionsOf } from "../context.ts";
+import { CliError, usageError } from "../errors.ts";
 import { parseCommitSha } from "../flag-parsers.ts";
-import { info, printJson, printLine } from "../output.ts";
+import { findLink } from "../link-file.ts";
+import { info, printJson, printLine, warn } from "../output.ts";
 import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable, useColor } from "../table.ts";
 
@@ -64,6 +66,62 @@ function colorPatch(patch: string): string {
 
 async function get(ctx: Context, path: string) {
   return (await ctx.client.request("GET", path, ChangeRequestEnvelope)).change_request;
+}
+
+/** Why `--head` could not be taken from the checkout: a usage error (exit 2) that names the flag. */
+const headRequired = (why: string) => usageError(`--head <branch> is required here: ${why}`);
+
+/**
+ * `cr open` outside a session: the branch checked out in this linked checkout, when the project's repository (the
+ * `svc` remote that `svc ship` adds) has it; the CR is opened on what was pushed, so unpushed commits are named.
+ */
+async function checkedOutBranch(ctx: Context, opts: GlobalOptions): Promise<string> {
+  const link = findLink();
+  if (!link)
+    throw headRequired("outside a session, the default is the branch of a linked checkout, and none is linked");
+  const named = opts.project ?? readCliEnv().projectId;
+  if (named && named !== link.link.project_id)
+    throw headRequired(`this checkout is linked to another project (${link.link.project_id})`);
+  const { git, bearer } = await import("./ship.ts");
+  const cwd = process.cwd();
+  const branch = await git(cwd, ["symbolic-ref", "--short", "-q", "HEAD"]);
+  if (branch.code !== 0) throw headRequired("no branch is checked out here (not a git checkout, or HEAD is detached)");
+  const name = branch.stdout;
+  const remote = await git(cwd, ["remote", "get-url", "svc"]);
+  if (remote.code !== 0)
+    throw headRequired(`this checkout has no 'svc' remote to find ${name} on ('svc ship' adds it and pushes ${name})`);
+  const ref = `refs/heads/${name}`;
+  const listed = await git(cwd, ["ls-remote", remote.stdout, ref], bearer(ctx.token));
+  if (listed.code !== 0)
+    throw new CliError(`cannot read the 'svc' remote to find ${name} (pass --head <branch>):\n${listed.stderr}`);
+  const pushed = listed.stdout
+    .split("\n")
+    .map((line) => line.split("\t"))
+    .find(([, r]) => r === ref)?.[0];
+  if (!pushed)
+    throw headRequired(`${name}, checked out here, is not pushed to the 'svc' remote; push it ('svc ship') first`);
+  const local = await git(cwd, ["rev-parse", "--verify", "-q", "HEAD"]);
+  if (local.stdout !== pushed)
+    warn(
+      `${name} here differs from the pushed ${name} (${pushed.slice(0, 12)}): the CR shows what is pushed; 'svc ship' pushes the rest`,
+    );
+  info(`head: ${name} (checked out here, pushed to the 'svc' remote)`);
+  return name;
+}
+
+/**
+ * A refused head or base, with the flag that fixes it: a branch the project's repository does not have (the flags
+ * take branch names), or the checked-out branch taken as the head while it is the base itself.
+ */
+function branchHint(err: unknown, checkedOut: string | undefined): never {
+  if (checkedOut && err instanceof ApiRequestError && err.code === "SAME_REF")
+    throw headRequired(`${checkedOut}, checked out here, is the base itself; name the branch to merge from`);
+  if (err instanceof ApiRequestError && err.code === "BRANCH_NOT_FOUND") {
+    const flag = err.body?.field === "base_ref" ? "--base" : err.body?.field === "head_ref" ? "--head" : undefined;
+    if (flag)
+      throw new CliError(`${err.message}; ${flag} takes the name of a branch pushed to the project`, err.exitCode);
+  }
+  throw err;
 }
 
 export function crCommand(): Command {
@@ -127,20 +185,23 @@ export function crCommand(): Command {
     .requiredOption("--title <text>", "what the change does")
     .option("--description <text>", "details")
     .addOption(new Option("--body <text>", "alias of --description").hideHelp())
-    .option("--head <ref>", "branch to merge from (default: the session branch)")
-    .addOption(new Option("--from <ref>", "alias of --head").hideHelp())
-    .option("--base <ref>", "branch to merge into (default: the project's default branch)")
-    .addOption(new Option("--into <ref>", "alias of --base").hideHelp())
+    .option(
+      "--head <branch>",
+      "branch to merge from (default: the session branch; outside a session, the branch checked out here once pushed)",
+    )
+    .addOption(new Option("--from <branch>", "alias of --head").hideHelp())
+    .option("--base <branch>", "branch to merge into, by name (default: the project's default branch)")
+    .addOption(new Option("--into <branch>", "alias of --base").hideHelp())
     .option("--session <id>", "session that opened it (default: SVC_SESSION_ID)")
     .addOption(projectOption())
     .option("--json", "output JSON")
     .action(async (_o, cmd: Command) => {
       const o = optionsOf<Record<string, string | undefined>>(cmd);
       const env = readCliEnv();
-      const head = o.head ?? o.from ?? env.branchName ?? env.headRef;
-      if (!head) throw usageError("--head is required outside a session");
       if (!o.title?.trim()) throw usageError("--title must not be empty");
       const { opts, ctx, path } = projectCommand(cmd, "change-requests");
+      const given = o.head ?? o.from ?? env.branchName ?? env.headRef;
+      const head = given ?? (await checkedOutBranch(ctx, opts));
       const body = {
         title: o.title,
         description: o.description ?? o.body,
@@ -148,7 +209,9 @@ export function crCommand(): Command {
         base_ref: o.base ?? o.into,
         session_id: o.session ?? env.sessionId,
       };
-      const created = await ctx.client.request("POST", path(), ChangeRequest, { body });
+      const created = await ctx.client
+        .request("POST", path(), ChangeRequest, { body })
+        .catch((err) => branchHint(err, given === undefined ? head : undefined));
       if (opts.json) return printJson(created);
       info(`✓ opened CR #${created.number}: ${created.title} (${created.head_ref} -> ${created.base_ref})`);
       printLine(`#${created.number}`);

@@ -1,8 +1,9 @@
 import { Command } from "commander";
-import { HostName, readConfig, updateConfig } from "../config-file.ts";
+import { type CliConfig, HostName, readConfig, updateConfig } from "../config-file.ts";
 import { CliError, usageError } from "../errors.ts";
 import { BUILTIN_HOSTS, listHosts, normalizeHostUrl } from "../hosts.ts";
 import { info, printJson, printLine } from "../output.ts";
+import { confirm, interactive, notInteractive, pick } from "../picker.ts";
 import { printTable } from "../table.ts";
 import { loginTo } from "./auth.ts";
 
@@ -22,6 +23,25 @@ function checkUrl(url: string): string {
   return normalizeHostUrl(url);
 }
 
+/** The only host the config stores (added, or logged in to): removing it leaves the built-in hosts alone. */
+function isLastHost(config: CliConfig, name: string): boolean {
+  const stored = Object.keys(config.hosts);
+  return stored.length === 1 && stored[0] === name;
+}
+
+/** `svc hosts use` without a name: a person at a terminal picks from the list, the active host as the default. */
+async function pickHost(): Promise<string> {
+  if (!interactive()) throw notInteractive("argument <name>", "svc hosts use <name>; 'svc hosts ls' lists them");
+  const list = listHosts(readConfig());
+  const choices = list.map((h) => ({
+    key: h.name,
+    detail: `${h.url}${h.logged_in ? "  (logged in)" : ""}`,
+    value: h.name,
+  }));
+  const active = list.findIndex((h) => h.active);
+  return pick("Which host?", choices, active >= 0 ? active : undefined);
+}
+
 export function hostsCommand(): Command {
   const hosts = new Command("hosts").description("API endpoints the CLI talks to; one is active");
 
@@ -32,7 +52,10 @@ export function hostsCommand(): Command {
     .action((opts: { json?: boolean }) => {
       const list = listHosts(readConfig());
       if (opts.json) return printJson(list);
-      printTable(list.map((h) => [h.active ? "*" : " ", h.name, h.url, h.logged_in ? "logged in" : ""]));
+      printTable(
+        list.map((h) => [h.active ? "*" : " ", h.name, h.url, h.logged_in ? "logged in" : ""]),
+        { header: ["", "NAME", "URL", "STATUS"] },
+      );
     });
 
   hosts
@@ -60,11 +83,11 @@ export function hostsCommand(): Command {
 
   hosts
     .command("use")
-    .description("switch the active host")
+    .description("switch the active host (no name: pick one from a list, at a terminal)")
     .argument("[name]")
     .option("--json", "output JSON")
-    .action((name: string | undefined, opts: { json?: boolean }) => {
-      if (!name) throw usageError("give the host name (interactive picking needs a terminal): svc hosts use <name>");
+    .action(async (given: string | undefined, opts: { json?: boolean }) => {
+      const name = given ?? (await pickHost());
       updateConfig((c) => {
         if (!listHosts(c).some((h) => h.name === name))
           throw new CliError(`unknown host '${name}'; see 'svc hosts ls'`);
@@ -93,15 +116,18 @@ export function hostsCommand(): Command {
 
   hosts
     .command("rm")
-    .description("remove a host")
+    .description("remove a host (the last one you added: asks first, or needs --yes off a terminal)")
     .argument("<name>")
     .option("--yes", "do not ask for confirmation")
     .option("--json", "output JSON")
-    .action((name: string, opts: { yes?: boolean; json?: boolean }) => {
+    .action(async (name: string, opts: { yes?: boolean; json?: boolean }) => {
+      if (isLastHost(readConfig(), name) && !opts.yes) {
+        const why = `'${name}' is the last host you added or logged in to`;
+        if (!interactive()) throw notInteractive("--yes", `svc hosts rm ${name} --yes`, why);
+        if (!(await confirm(`${why}. Remove it and its stored token?`))) throw new CliError(`kept host '${name}'`);
+      }
       updateConfig((c) => {
         if (!c.hosts[name] && !(name in BUILTIN_HOSTS)) throw new CliError(`unknown host '${name}'`);
-        const last = Object.keys(c.hosts).length === 1 && name in c.hosts;
-        if (last && !opts.yes) throw usageError(`'${name}' is the last stored host; confirm with --yes`);
         delete c.hosts[name];
         if (c.active_host === name) c.active_host = Object.keys(c.hosts)[0] ?? "selfhost";
       });

@@ -1,11 +1,12 @@
 import { Command } from "commander";
 import { Project, ProjectList } from "../../protocol/project.ts";
 import { readCliEnv } from "../config.ts";
-import { optionsOf, resolveContext } from "../context.ts";
+import { type Context, optionsOf, resolveContext } from "../context.ts";
 import { openDashboard } from "../dashboard-link.ts";
-import { usageError } from "../errors.ts";
-import { removeLink, writeLink } from "../link-file.ts";
+import { CliError } from "../errors.ts";
+import { findLink, removeLink, writeLink } from "../link-file.ts";
 import { info, printJson, printLine } from "../output.ts";
+import { interactive, notInteractive, pick } from "../picker.ts";
 import { findProject, resolveProject } from "../project-command.ts";
 import { printTable } from "../table.ts";
 
@@ -13,6 +14,18 @@ type Opts = { json?: boolean };
 
 export function dashboardUrl(hostUrl: string): string {
   return (readCliEnv().dashboardUrl ?? hostUrl).replace(/\/+$/, "");
+}
+
+const NO_PROJECTS = "no projects yet: 'svc ship' in a repository, or 'svc projects create'";
+
+/** `svc projects link` without an id: the account's projects as a list, the directory's current link the default. */
+async function pickProject(ctx: Context): Promise<Project> {
+  const { projects: list } = await ctx.client.request("GET", "/projects", ProjectList);
+  if (list.length === 0) throw new CliError(NO_PROJECTS);
+  const linked = findLink()?.link.project_id;
+  const current = list.findIndex((p) => p.id === linked);
+  const choices = list.map((p) => ({ key: p.slug, detail: `${p.name}  ${p.id}`, value: p }));
+  return pick("Which project?", choices, current >= 0 ? current : undefined);
 }
 
 export function projectsCommand(): Command {
@@ -26,7 +39,7 @@ export function projectsCommand(): Command {
       const opts = optionsOf<Opts>(cmd);
       const { projects: list } = await resolveContext(opts).client.request("GET", "/projects", ProjectList);
       if (opts.json) return printJson(list);
-      if (list.length === 0) return info("no projects yet: 'svc ship' in a repository, or 'svc projects create'");
+      if (list.length === 0) return info(NO_PROJECTS);
       printTable(
         list.map((p) => [p.id, p.slug, p.repo_kind, p.default_branch, p.repo_url ?? ""]),
         { header: ["ID", "SLUG", "REPO", "BRANCH", "URL"] },
@@ -81,14 +94,18 @@ export function projectsCommand(): Command {
 
   projects
     .command("link")
-    .description("bind this directory to a project (.svc/link.json)")
+    .description("bind this directory to a project (.svc/link.json); no id: pick one from a list, at a terminal")
     .argument("[id]")
     .option("--json", "output JSON: the link written")
     .action(async (id: string | undefined, _o, cmd: Command) => {
       const opts = optionsOf<Opts>(cmd);
-      if (!id) throw usageError("give the project id (interactive picking needs a terminal): svc projects link <id>");
+      // Said before anything else (the host line, a request): nothing is worth doing without the id.
+      if (!id && !interactive())
+        throw notInteractive("argument <id>", "svc projects link <id>; 'svc projects ls' lists them");
       const ctx = resolveContext(opts);
-      const project = await ctx.client.request("GET", `/projects/${encodeURIComponent(id)}`, Project);
+      const project = id
+        ? await ctx.client.request("GET", `/projects/${encodeURIComponent(id)}`, Project)
+        : await pickProject(ctx);
       const link = {
         project_id: project.id,
         account_id: project.account_id,

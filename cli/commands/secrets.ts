@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { Command } from "commander";
 import { z } from "zod";
 import { SecretList } from "../../protocol/secret.ts";
-import { parseDotenv, parsePair } from "../dotenv.ts";
+import { DOTENV_FILE, parseDotenv, parsePair } from "../dotenv.ts";
 import { CliError, usageError } from "../errors.ts";
 import { info, printJson, warn } from "../output.ts";
 import { projectCommand, projectOption } from "../project-command.ts";
@@ -95,7 +95,7 @@ export function secretsCommands(): Command[] {
     env
       .command("pull")
       .description("write a dotenv skeleton with the names only (values never leave the server)")
-      .option("--out <path>", "file to write", ".env")
+      .option("--out <path>", "file to write", DOTENV_FILE)
       .option("--force", "overwrite an existing file"),
   ).action(async (_o, cmd: Command) => {
     const { opts: o, ctx, path } = projectCommand<{ out: string; force?: boolean }>(cmd, "secrets");
@@ -110,17 +110,33 @@ export function secretsCommands(): Command[] {
   withProject(
     env
       .command("push")
-      .description("upload every NAME=VALUE of a dotenv file as a secret")
-      .requiredOption("--from <path>", "dotenv file"),
+      .description(`upload every NAME=VALUE of a dotenv file as a secret (default: ${DOTENV_FILE} here)`)
+      .option("--from <path>", `dotenv file (default: ${DOTENV_FILE} in the current directory)`),
   ).action(async (_o, cmd: Command) => {
-    const { opts, ctx, path } = projectCommand<{ from: string }>(cmd, "secrets");
-    const { from } = opts;
-    if (!existsSync(from)) throw new CliError(`${from} not found`);
+    const { opts, ctx, path } = projectCommand<{ from?: string }>(cmd, "secrets");
+    const from = opts.from ?? DOTENV_FILE;
+    if (!existsSync(from)) {
+      if (opts.from) throw new CliError(`${from} not found`);
+      throw usageError(`no ${DOTENV_FILE} in ${process.cwd()}: name the dotenv file with --from <path>`);
+    }
+    if (!opts.from) info(`reading ${DOTENV_FILE} (pass --from <path> for another file)`);
     const values = parseDotenv(readFileSync(from, "utf8"));
     if (Object.keys(values).length === 0) throw new CliError(`${from} has no NAME=VALUE lines`);
+    // An empty line of a skeleton `env pull` wrote never wipes the secret it stands for.
+    const stored = new Set((await ctx.client.request("GET", path(), SecretList)).secrets.map((s) => s.name));
+    const kept = Object.keys(values).filter((name) => values[name] === "" && stored.has(name));
+    for (const name of kept) delete values[name];
+    if (kept.length > 0)
+      warn(
+        `kept ${kept.join(", ")}: empty in ${from} but set on the project ('svc secrets set NAME=' stores an empty value)`,
+      );
+    if (Object.keys(values).length === 0) {
+      if (opts.json) return printJson({ names: [], kept, revision: null });
+      return info(`nothing to push: every name in ${from} is empty and already set`);
+    }
     const result = await ctx.client.request("PUT", path(), SetResult, { body: { secrets: values } });
-    if (opts.json) return printJson(result);
-    info(`✓ pushed ${result.names.length} secrets (revision ${result.revision})`);
+    if (opts.json) return printJson(kept.length > 0 ? { ...result, kept } : result);
+    info(`✓ pushed ${result.names.length} secrets from ${from} (revision ${result.revision})`);
   });
   return [secrets, env];
 }

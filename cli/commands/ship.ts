@@ -2,6 +2,8 @@ import { basename } from "node:path";
 import { Command } from "commander";
 import { execa } from "execa";
 import { ChangeRequest, ChangeRequestList } from "../../protocol/change-request.ts";
+import { MANIFEST_FILE } from "../../protocol/manifest.ts";
+import { parseManifest } from "../../protocol/manifest-parse.ts";
 import { Project } from "../../protocol/project.ts";
 import { ApiRequestError } from "../api-client.ts";
 import { type Context, optionsOf, resolveContext } from "../context.ts";
@@ -15,13 +17,13 @@ type ShipOptions = { json?: boolean; merge?: boolean };
 /** A CR description stays far below the API's limit however long the history being shipped. */
 const MAX_LISTED_COMMITS = 50;
 
-async function git(cwd: string, args: string[], env: Record<string, string> = {}) {
+export async function git(cwd: string, args: string[], env: Record<string, string> = {}) {
   const r = await execa("git", args, { cwd, reject: false, env: { GIT_TERMINAL_PROMPT: "0", ...env } });
   return { code: r.exitCode ?? -1, stdout: String(r.stdout).trim(), stderr: String(r.stderr).trim() };
 }
 
 /** The token travels in the environment (not argv, not .git/config) as an HTTP header for one git command. */
-function bearer(token: string): Record<string, string> {
+export function bearer(token: string): Record<string, string> {
   return {
     GIT_CONFIG_COUNT: "1",
     GIT_CONFIG_KEY_0: "http.extraHeader",
@@ -130,6 +132,25 @@ async function shipForReview(
   printLine(`#${cr.number}`);
 }
 
+/**
+ * The manifest being shipped (`svc.toml` in the commit, not the working copy), checked with the API's own parser
+ * and schema before anything is created or pushed: a mistake is named with its key and line here, not discovered
+ * later on the default branch. No manifest is fine.
+ */
+async function checkManifest(root: string): Promise<void> {
+  const shown = await execa("git", ["show", `HEAD:${MANIFEST_FILE}`], {
+    cwd: root,
+    reject: false,
+    stripFinalNewline: false,
+  });
+  if (shown.exitCode !== 0) return;
+  const parsed = parseManifest(String(shown.stdout));
+  if ("error" in parsed)
+    throw new CliError(
+      `nothing shipped: ${parsed.error.message}\n  fix ${MANIFEST_FILE}, commit, and run 'svc ship' again`,
+    );
+}
+
 async function provision(ctx: Context, root: string, branch: string): Promise<Project> {
   const name = basename(root);
   for (let attempt = 0; attempt < 5; attempt++) {
@@ -176,6 +197,7 @@ export function shipCommand(): Command {
       const commit = await git(root, ["rev-parse", "--verify", "-q", "HEAD"]);
       if (commit.code !== 0) throw new CliError("nothing to ship: commit first");
       const branch = head.stdout;
+      await checkManifest(root);
 
       const ctx = resolveContext(opts);
       const linked = findLink(root);

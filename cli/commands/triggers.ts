@@ -14,7 +14,7 @@ function printTrigger(t: Trigger): void {
       `base:     ${t.base_ref ?? "(default branch)"}`,
       `agent:    ${t.agent ?? "(default)"}`,
       `fired:    ${t.last_fired_at ?? "never"}${t.last_session_id ? ` (session ${t.last_session_id})` : ""}`,
-      `error:    ${t.last_error ?? "-"}`,
+      `refused:  ${t.last_refused_at ? `${t.last_refused_at}: ${t.last_refusal}` : "never"}`,
       "",
       t.prompt,
     ].join("\n"),

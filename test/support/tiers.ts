@@ -32,8 +32,11 @@ export const API_TIER = [
   "test/api-validation.test.ts",
   "test/change-requests.test.ts",
   "test/cli-chat.test.ts",
+  "test/cli-newcomer.test.ts", // the API with a session service over a driver that runs no sandbox
   "test/cli-output.test.ts",
+  "test/cli-terminal.test.ts",
   "test/cli-workflow.test.ts",
+  "test/cr-closed-refresh.test.ts",
   "test/daemon-proxy.test.ts",
   "test/daemon-workspace.test.ts",
   "test/daemon.test.ts",
@@ -59,6 +62,7 @@ export const API_TIER = [
   "test/session-wait.test.ts", // the API with a session service over a driver that runs no sandbox
   "test/storage.test.ts",
   "test/transcript.test.ts",
+  "test/trigger-refusals.test.ts",
   "test/triggers-external.test.ts",
 ];
 

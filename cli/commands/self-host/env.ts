@@ -3,7 +3,7 @@ import { parsePair } from "../../dotenv.ts";
 import { usageError } from "../../errors.ts";
 import { info, printJson, warn } from "../../output.ts";
 import { printTable } from "../../table.ts";
-import { isAlive, readPid } from "./process.ts";
+import { runningMode } from "./running-mode.ts";
 import { maskSetting, nearestSetting } from "./settings.ts";
 import { ensureState, selfHostPaths, writeState } from "./state.ts";
 
@@ -117,7 +117,7 @@ function check(key: string, value: string): string | undefined {
   return undefined;
 }
 
-export function envSet(pairs: string[], options: { json?: boolean }): void {
+export async function envSet(pairs: string[], options: { json?: boolean }): Promise<void> {
   const parsed = parsePairs(pairs);
   const warnings = parsed.flatMap(([key, value]) => check(key, value) ?? []);
   const paths = selfHostPaths();
@@ -127,8 +127,8 @@ export function envSet(pairs: string[], options: { json?: boolean }): void {
     else state.env[key] = value;
   }
   writeState(paths, state);
-  const pid = readPid(paths);
-  const running = pid !== undefined && isAlive(pid);
+  // Embedded (its process) or compose (its containers): either way the stack read its settings when it started.
+  const running = (await runningMode(paths)) !== undefined;
   const saved = parsed.filter(([, v]) => v !== "").map(([k]) => k);
   const removed = parsed.filter(([, v]) => v === "").map(([k]) => k);
   for (const w of warnings) warn(w);
