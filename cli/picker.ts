@@ -1,8 +1,5 @@
-import { createInterface } from "node:readline";
 import { CliError, usageError } from "./errors.ts";
-
-/** Whether a person can be asked: someone types on stdin and reads stderr (stdout may well be a pipe). */
-export const interactive = (): boolean => Boolean(process.stdin.isTTY && process.stderr.isTTY);
+import { ask as askLine, Interrupted } from "./prompt.ts";
 
 /**
  * Off a terminal nobody can answer: the command fails as a usage error (SPEC: exit 2) naming what to give instead,
@@ -54,27 +51,11 @@ export function choicePrompt<T>(choices: Choice<T>[], defaultIndex?: number): st
 /** The person left the question (Ctrl-C, Ctrl-D): nothing is done, and the command says so. */
 const cancelled = () => new CliError("cancelled; nothing changed");
 
-/** One line typed at the terminal, echoed and editable as usual; the question goes to stderr (stdout is data). */
-function ask(question: string): Promise<string> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: true });
-  return new Promise((resolve, reject) => {
-    let answered = false;
-    rl.on("SIGINT", () => {
-      answered = true;
-      rl.close();
-      process.stderr.write("\n");
-      reject(cancelled());
-    });
-    rl.on("close", () => {
-      if (!answered) reject(cancelled());
-    });
-    rl.question(question, (answer) => {
-      answered = true;
-      rl.close();
-      resolve(answer);
-    });
+/** A question at the terminal; leaving it (Ctrl-C, Ctrl-D) cancels the command. */
+const ask = (question: string) =>
+  askLine(question).catch((err: unknown) => {
+    throw err instanceof Interrupted ? cancelled() : err;
   });
-}
 
 /**
  * A numbered list on stderr and a number (or a key) read from the terminal, asked again until the answer names a

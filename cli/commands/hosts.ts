@@ -3,7 +3,8 @@ import { type CliConfig, HostName, readConfig, updateConfig } from "../config-fi
 import { CliError, usageError } from "../errors.ts";
 import { BUILTIN_HOSTS, listHosts, normalizeHostUrl } from "../hosts.ts";
 import { info, printJson, printLine } from "../output.ts";
-import { confirm, interactive, notInteractive, pick } from "../picker.ts";
+import { confirm, notInteractive, pick } from "../picker.ts";
+import { interactive } from "../prompt.ts";
 import { printTable } from "../table.ts";
 import { loginTo } from "./auth.ts";
 

@@ -6,8 +6,9 @@ import { openDashboard } from "../dashboard-link.ts";
 import { CliError } from "../errors.ts";
 import { findLink, removeLink, writeLink } from "../link-file.ts";
 import { info, printJson, printLine } from "../output.ts";
-import { interactive, notInteractive, pick } from "../picker.ts";
+import { notInteractive, pick } from "../picker.ts";
 import { findProject, resolveProject } from "../project-command.ts";
+import { interactive } from "../prompt.ts";
 import { printTable } from "../table.ts";
 
 type Opts = { json?: boolean };

@@ -4,8 +4,8 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { type StackSetting, stackSetting } from "../../../protocol/stack-settings.ts";
 import { info } from "../../output.ts";
+import { ask, askSecret } from "../../prompt.ts";
 import { settingProblem } from "./env.ts";
-import { ask, askSecret } from "./prompt.ts";
 import { maskSetting } from "./settings.ts";
 import { type SelfHostPaths, type SelfHostState, writeState } from "./state.ts";
 

@@ -5,8 +5,8 @@
 import { readCliEnv } from "../../config.ts";
 import { CliError, usageError } from "../../errors.ts";
 import { info } from "../../output.ts";
+import { Interrupted, interactive } from "../../prompt.ts";
 import { checkGateway } from "./gateway-checks.ts";
-import { Interrupted, interactive } from "./prompt.ts";
 import { runningMode } from "./running-mode.ts";
 import { configuredModel, ensureState, type SelfHostPaths, type SelfHostState, selfHostPaths } from "./state.ts";
 import { type Answers, askChoice, askPrivateKeyFile, askSetting, save } from "./wizard-questions.ts";
