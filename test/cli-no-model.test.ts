@@ -33,7 +33,7 @@ describe("svc sessions with no model configured", () => {
     expect(chat.code, chat.stderr).toBe(1);
     expect(chat.stderr).toContain(
       `error: no model is configured for this session's agent; run '${SETUP}', restart the stack ` +
-        `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${id}'; or give this project ` +
+        `('svc self-host restart'), then 'svc sessions restart ${id}'; or give this project ` +
         `its own: '${PER_PROJECT}', then restart the session (MODEL_NOT_CONFIGURED, HTTP 503)`,
     );
     // The agent's boot is all it waits for (seconds, more on a loaded CI machine), never opencode's minute of retries.

@@ -20,7 +20,7 @@ export const modelNotConfigured = (sessionId: string) =>
   apiError(
     "MODEL_NOT_CONFIGURED",
     `no model is configured for this session's agent; run '${MODEL_SETUP_COMMAND}', restart the stack ` +
-      `('svc self-host stop' and 'svc self-host start'), then 'svc sessions restart ${sessionId}'; or give this ` +
+      `('svc self-host restart'), then 'svc sessions restart ${sessionId}'; or give this ` +
       `project its own: '${PROJECT_MODEL_COMMAND}', then restart the session`,
   );
 
