@@ -1,81 +1,15 @@
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { BIN, type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { type CliEnv, cliHome, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { svcPty } from "./support/pty.ts";
 
-// What readline and the terminal write around the text: cursor moves and line clears.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters being removed
-const CONTROL = /\u001b\[[0-9;?]*[A-Za-z]/g;
-
-/**
- * The real `svc` on a pseudo-terminal (util-linux `script`) in `cwd`, driven as a person would: wait for text to
- * show, then type. stdin, stdout and stderr are all the terminal, so what is printed where shows as one screen.
- */
-function terminal(args: string[], options: { env: CliEnv; cwd?: string }) {
-  const command = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
-  const child = execa("script", ["-qfec", command, "/dev/null"], {
-    env: options.env,
-    extendEnv: true,
-    cwd: options.cwd,
-    reject: false,
-    stdin: "pipe",
-    timeout: 60_000,
-  });
-  let raw = "";
-  let seen = 0;
-  const waiting = new Set<() => void>();
-  const screen = () => raw.replace(CONTROL, "").replace(/\r/g, "");
-  child.stdout?.on("data", (chunk: Buffer) => {
-    raw += chunk.toString("utf8");
-    for (const check of waiting) check();
-  });
-  let ended = false;
-  void child.then(() => {
-    ended = true;
-    for (const check of waiting) check();
-  });
-  return {
-    screen,
-    /** Resolves once `text` shows after what was awaited before; fails with the screen so far. */
-    expect(text: string): Promise<void> {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => fail("did not see"), 20_000);
-        const fail = (why: string) => {
-          waiting.delete(check);
-          clearTimeout(timer);
-          reject(new Error(`${why} ${JSON.stringify(text)}; the terminal shows:\n${screen()}`));
-        };
-        function check() {
-          const at = screen().indexOf(text, seen);
-          if (at >= 0) {
-            seen = at + text.length;
-            waiting.delete(check);
-            clearTimeout(timer);
-            resolve();
-          } else if (ended) fail("the command ended without showing");
-        }
-        waiting.add(check);
-        check();
-      });
-    },
-    /** Raw keystrokes, e.g. Ctrl-C as "\u0003". */
-    type(keys: string): void {
-      child.stdin?.write(keys);
-    },
-    /** Types `text` and presses Enter. */
-    answer(text: string): void {
-      child.stdin?.write(`${text}\r`);
-    },
-    async exit(): Promise<{ code: number; screen: string }> {
-      const result = await child;
-      return { code: result.exitCode ?? -1, screen: screen() };
-    },
-  };
-}
+/** The real `svc` on a pseudo-terminal in `cwd` (support/pty.ts), driven as a person would. */
+const terminal = (args: string[], options: { env: CliEnv; cwd?: string }) =>
+  svcPty(args, { ...options, timeoutMs: 60_000 });
 
 /** The same command on a terminal, nothing typed: its exit code and screen. */
 async function onTerminal(args: string[], options: { env: CliEnv; cwd?: string }) {

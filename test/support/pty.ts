@@ -10,11 +10,12 @@ const CONTROL = /\u001b\[[0-9;?]*[A-Za-z]/g;
  * question to appear, type an answer, press Enter. Keystrokes go through the terminal's line discipline, so
  * echo (or its absence, for secrets) is what a screen would show.
  */
-export function svcPty(args: string[], options: { env?: CliEnv; timeoutMs?: number } = {}) {
+export function svcPty(args: string[], options: { env?: CliEnv; cwd?: string; timeoutMs?: number } = {}) {
   const command = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
   const child = execa("script", ["-qfec", command, "/dev/null"], {
     env: options.env,
     extendEnv: true,
+    cwd: options.cwd,
     reject: false,
     stdin: "pipe",
     timeout: options.timeoutMs ?? 90_000,
