@@ -2,6 +2,7 @@ import { connect, type Socket } from "node:net";
 import type { TunnelHead } from "../protocol/http-head.ts";
 import type { ContextCheck } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse } from "./errors.ts";
+import { isPageNavigation, rawWaitingPage } from "./port-waiting.ts";
 import type { ProxyTarget } from "./proxy-target.ts";
 import { type Admitted, tunnelConnection } from "./tunnel.ts";
 
@@ -32,8 +33,12 @@ function admit(head: TunnelHead, remote: string, deps: TunnelDeps): Admitted | u
   const target = deps.target(head.target);
   if (!target || "error" in target) return undefined;
   let context: string | undefined;
+  let accept: string | undefined;
+  let fetchMode: string | undefined;
   const kept: string[] = [];
   for (const header of head.headers) {
+    if (header.lower === "accept") accept = header.value;
+    else if (header.lower === "sec-fetch-mode") fetchMode = header.value;
     if (header.lower === deps.contextHeader) {
       if (context !== undefined) return undefined;
       context = header.value;
@@ -46,6 +51,12 @@ function admit(head: TunnelHead, remote: string, deps: TunnelDeps): Admitted | u
     upstream: String(target.port),
     connect: () => connect({ port: target.port, host: "127.0.0.1" }),
     head: `${head.method} ${target.path} HTTP/1.1\r\n${kept.join("\r\n")}\r\n\r\n`,
+    unreachable: (err) => {
+      const message = upstreamError(target.port, err);
+      return isPageNavigation(head.method, accept, fetchMode)
+        ? rawWaitingPage(message)
+        : rawErrorResponse(daemonError("UPSTREAM_UNAVAILABLE", message));
+    },
   };
 }
 
@@ -57,8 +68,6 @@ function admit(head: TunnelHead, remote: string, deps: TunnelDeps): Admitted | u
 export function handleConnection(socket: Socket, deps: TunnelDeps): void {
   tunnelConnection(socket, {
     admit: (head, client) => admit(head, client.remoteAddress ?? "", deps),
-    unreachable: (err, upstream) =>
-      rawErrorResponse(daemonError("UPSTREAM_UNAVAILABLE", upstreamError(Number(upstream), err))),
     fallback: deps.fallback,
   });
 }

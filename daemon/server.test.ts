@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import { createServer, get, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -220,6 +220,22 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
     expect(await errorOf(viaServer)).toEqual(unreachable);
   });
 
+  it("a browser opening a port before its app listens gets a page that retries, on either path", async () => {
+    const navigation = { "x-svc-user-context": context(), accept: "text/html", "sec-fetch-mode": "navigate" };
+    // A plain GET takes the tunnel; a chunked one the full server.
+    for (const extra of [{}, { "transfer-encoding": "chunked" }]) {
+      const res = await plainGet(`${base}/proxy/${deadPort}/`, { ...navigation, ...extra });
+      expect(res.status).toBe(502);
+      expect(res.headers["content-type"]).toMatch(/^text\/html/);
+      expect(res.headers["retry-after"]).toBe("2");
+      expect(res.body).toContain('<meta http-equiv="refresh" content="2">');
+      expect(res.body).toContain(`nothing is listening on port ${deadPort} in the sandbox`);
+    }
+    // A script's request keeps the JSON error it can read.
+    const script = await plainGet(`${base}/proxy/${deadPort}/`, { ...navigation, "sec-fetch-mode": "cors" });
+    expect(JSON.parse(script.body).code).toBe("UPSTREAM_UNAVAILABLE");
+  });
+
   it("upgrade requests are refused with a complete ErrorBody answer", async () => {
     const answer = await new Promise<string>((resolve, reject) => {
       const socket = connect(Number(new URL(base).port), "127.0.0.1");
@@ -237,3 +253,18 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
     expect(ErrorBody.parse(JSON.parse(body))).toMatchObject({ code: "UNAUTHENTICATED" });
   });
 });
+
+/** A GET with exactly these headers (fetch adds its own `sec-fetch-mode`), the chunked one ended at once. */
+function plainGet(url: string, headers: Record<string, string>) {
+  return new Promise<{ status: number; headers: IncomingHttpHeaders; body: string }>((resolve, reject) => {
+    const req = get(url, { headers }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => {
+        body += c;
+      });
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on("error", reject);
+  });
+}

@@ -24,6 +24,7 @@ import { relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse, sendError, toDaemonError } from "./errors.ts";
 import { createForwarder } from "./forward.ts";
+import { isPageNavigation, sendWaitingPage } from "./port-waiting.ts";
 import { proxyTarget } from "./proxy-target.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
 
@@ -179,8 +180,11 @@ export function createDaemonServer(deps: ServerDeps) {
       }
       const target = route(req);
       if (typeof target !== "number") return sendError(res, target);
+      const page = isPageNavigation(req.method ?? "", req.headers.accept, req.headers["sec-fetch-mode"] as string | undefined);
       await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", (r, err) =>
-        sendError(r, daemonError("UPSTREAM_UNAVAILABLE", upstreamError(target, err))),
+        page
+          ? sendWaitingPage(r, upstreamError(target, err))
+          : sendError(r, daemonError("UPSTREAM_UNAVAILABLE", upstreamError(target, err))),
       );
     } catch (err) {
       if (!res.headersSent) sendError(res, toDaemonError(err));

@@ -1,14 +1,15 @@
 import type { Socket } from "node:net";
 import { FIRST_HEAD_TIMEOUT_MS, HEAD_END, MAX_HEAD, parseHead, type TunnelHead } from "../protocol/http-head.ts";
 
-/** A request the tunnel forwards: the upstream it goes to (one name per destination) and its rewritten head. */
-export type Admitted = { upstream: string; connect(): Socket; head: string };
+/**
+ * A request the tunnel forwards: the upstream it goes to (one name per destination), its rewritten head, and the
+ * raw response its client gets when that upstream cannot be reached before it answered anything.
+ */
+export type Admitted = { upstream: string; connect(): Socket; head: string; unreachable(err: Error): string };
 
 export type TunnelDeps = {
   /** The rewritten request, or undefined to leave it (and the connection from then on) to the full server. */
   admit(head: TunnelHead, socket: Socket): Admitted | undefined;
-  /** The raw response for a client whose upstream could not be reached before it answered anything. */
-  unreachable(err: Error, upstream: string): string;
   /** The full HTTP server's connection handler: everything the fast path does not take. */
   fallback(socket: Socket): void;
 };
@@ -49,7 +50,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
     });
     up.on("error", (err) => {
       if (up !== upstream) return;
-      if (!upstreamAnswered && !socket.destroyed) socket.end(deps.unreachable(err, admitted.upstream));
+      if (!upstreamAnswered && !socket.destroyed) socket.end(admitted.unreachable(err));
       else socket.destroy();
       upstream = undefined;
     });

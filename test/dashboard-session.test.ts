@@ -153,12 +153,7 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     expect(unknown.stdout).toBe("");
   });
 
-  it("Open preview leads to the sandbox's port on its own origin, under the page's policy", async () => {
-    const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
-    const server = await sandboxed.docker.getContainer(container!.Id).exec({
-      Cmd: ["/opt/svc/bin/node", "--input-type=module", "-e", readFileSync(PREVIEW_APP, "utf8")],
-    });
-    await server.start({ Detach: true });
+  it("Open preview leads to the sandbox's port on its own origin, under the page's policy, and waits for the app", async () => {
     const page = await context.newPage();
     const blocked: string[] = [];
     page.on("console", (m) => {
@@ -167,8 +162,17 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     await page.goto(`${sandboxed.api.url}${pagePath()}`);
     await page.getByRole("button", { name: "Open preview" }).click();
     await page.waitForURL((url) => url.hostname === `3000-${sessionId}.localhost`, { timeout: 15_000 });
+    // Opened before the dev server listens: the page says so and tries again by itself.
+    await expect(page.locator("body").textContent()).resolves.toContain("nothing is listening on port 3000");
+    const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
+    const server = await sandboxed.docker.getContainer(container!.Id).exec({
+      Cmd: ["/opt/svc/bin/node", "--input-type=module", "-e", readFileSync(PREVIEW_APP, "utf8")],
+    });
+    await server.start({ Detach: true });
     // The dev server's page, its module and its WebSocket, all on the preview's origin.
-    await page.waitForFunction(() => document.querySelector("#out")?.textContent?.startsWith("module+"));
+    await page.waitForFunction(() => document.querySelector("#out")?.textContent?.startsWith("module+"), undefined, {
+      timeout: 30_000,
+    });
     expect(blocked).toEqual([]);
     await page.close();
   }, 60_000);
