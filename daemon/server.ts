@@ -180,7 +180,11 @@ export function createDaemonServer(deps: ServerDeps) {
       }
       const target = route(req);
       if (typeof target !== "number") return sendError(res, target);
-      const page = isPageNavigation(req.method ?? "", req.headers.accept, req.headers["sec-fetch-mode"] as string | undefined);
+      const page = isPageNavigation(
+        req.method ?? "",
+        req.headers.accept,
+        req.headers["sec-fetch-mode"] as string | undefined,
+      );
       await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", (r, err) =>
         page
           ? sendWaitingPage(r, upstreamError(target, err))
