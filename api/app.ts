@@ -21,6 +21,10 @@ import { createAppService } from "./apps/service.ts";
 import { createAppDeployStore } from "./apps/store.ts";
 import { registerAuthentication } from "./auth/authenticate.ts";
 import { createTokenStore } from "./auth/token-store.ts";
+import { createCommentService } from "./change-requests/comments.ts";
+import { commentRoutes } from "./change-requests/comments-routes.ts";
+import { createCrCommentStore } from "./change-requests/comments-store.ts";
+import { createFeedback } from "./change-requests/feedback.ts";
 import { changeRequestRoutes } from "./change-requests/routes.ts";
 import { createChangeRequestService } from "./change-requests/service.ts";
 import { createChangeRequestStore } from "./change-requests/store.ts";
@@ -29,6 +33,9 @@ import { channelRoutes } from "./channels/routes.ts";
 import { runTurn } from "./channels/session-turn.ts";
 import { createSlackClient, type SlackSettings } from "./channels/slack-client.ts";
 import { createChannelStore } from "./channels/store.ts";
+import { createReviewState } from "./checks/review-state.ts";
+import { startCheckScheduler } from "./checks/scheduler.ts";
+import { createCheckStore } from "./checks/store.ts";
 import { createBrowserSessions } from "./dashboard/browser-sessions.ts";
 import { dashboardRoutes } from "./dashboard/routes.ts";
 import { signInLinkRoutes } from "./dashboard/sign-in-links.ts";
@@ -124,6 +131,8 @@ export type AppOptions = {
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
 
 const SANDBOX_TARGET_TTL_MS = 2000;
+/** Checks run at once by the leader, each in a sandbox of its own. */
+const CHECK_CONCURRENCY = 2;
 
 /** Everything the routes need, built once from the database handle and the data directory. */
 export function createServices(
@@ -157,12 +166,17 @@ export function createServices(
   const manifests = createManifestReader({ repos, sql });
   const projects = createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`);
   const accounts = createAccountStore(sql);
+  const previews = createPreviewCache();
+  const checkRuns = createCheckStore(sql);
+  const review = createReviewState({ checks: checkRuns, manifests, repos, previews });
+  const crStore = createChangeRequestStore(sql);
   const changeRequests = createChangeRequestService({
-    store: createChangeRequestStore(sql),
+    store: crStore,
     repos,
-    previews: createPreviewCache(),
+    previews,
     events,
     instanceId,
+    review,
   });
   const triggerStore = createTriggerStore(sql);
   const sessionStore = createSessionStore(sql, events);
@@ -246,6 +260,18 @@ export function createServices(
       sandboxTargets,
       events,
     });
+  const crComments = createCrCommentStore(sql);
+  // Prompts for a CR's agent (review comments, `svc cr resolve`): only where sessions run.
+  const feedback =
+    sessions &&
+    createFeedback({
+      sessions,
+      sessionStore,
+      transcripts,
+      earlierSession: (cr) => crComments.feedbackSession(cr.cr_id, cr.head_ref),
+      log,
+    });
+  const comments = createCommentService({ changeRequests, store: crComments, repos, accounts, feedback });
   const triggers = createTriggerService({
     store: triggerStore,
     manifests,
@@ -289,10 +315,37 @@ export function createServices(
       events,
       log,
     });
+    const stopChecks = startCheckScheduler({
+      store: checkRuns,
+      crStore,
+      changeRequests,
+      review,
+      manifests,
+      projects,
+      runner: {
+        store: checkRuns,
+        sessions: sessions!,
+        repos,
+        previews,
+        startTimeoutMs: options.orchestrator!.settings.provisionTimeoutMs,
+        log,
+      },
+      async sendToAgent(project, cr, prompt) {
+        const handoff = await feedback!.handOff(project, cr, prompt, cr.created_by);
+        handoff.deliver(async () => {});
+      },
+      events,
+      lead: work.cluster.lead,
+      isAlive: work.cluster.isAlive,
+      instanceId,
+      concurrency: CHECK_CONCURRENCY,
+      log,
+    });
     return () => {
       stopOrchestrator();
       triggerScheduler.stop();
       stopRecorder();
+      stopChecks();
     };
   }
 
@@ -339,6 +392,8 @@ export function createServices(
     cloneCredentials: createCloneCredentials(sql),
     secrets,
     changeRequests,
+    comments,
+    feedback,
     manifests,
     triggers,
     triggerPort,
@@ -424,6 +479,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(adminRoutes(services));
   await app.register(projectRoutes(services));
   await app.register(changeRequestRoutes(services));
+  await app.register(commentRoutes(services));
   await app.register(
     gitRoutes({
       ...services,

@@ -1,4 +1,4 @@
-import type { ChangeRequest } from "../protocol/change-request.ts";
+import type { ChangeRequestRecord } from "../protocol/change-request.ts";
 import type { Project } from "../protocol/project.ts";
 import type { SessionStatus } from "../protocol/session.ts";
 
@@ -10,8 +10,15 @@ import type { SessionStatus } from "../protocol/session.ts";
 export type EventMap = {
   /** A session was created or moved (any status transition), or its progress line changed: the session store. */
   "session.changed": { projectId: string; sessionId: string; status: SessionStatus; progress: string | null };
-  /** A change request was opened, merged (its base branch moved) or closed: the change-request service. */
-  "change-request.changed": { project: Project; cr: ChangeRequest; change: "created" | "merged" | "closed" };
+  /**
+   * A change request was opened, merged (its base branch moved), closed, or queued to merge by itself: the
+   * change-request service.
+   */
+  "change-request.changed": {
+    project: Project;
+    cr: ChangeRequestRecord;
+    change: "created" | "merged" | "closed" | "queued";
+  };
   /** A push into a managed repository was received: any branch may have moved, the default one included. */
   "repo.pushed": { projectId: string };
   /** A project's secrets were set or unset (`unset`: the names removed): the secret routes. */

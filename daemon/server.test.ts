@@ -223,7 +223,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
   it("a browser opening a port before its app listens gets a page that retries, on either path", async () => {
     const navigation = { "x-svc-user-context": context(), accept: "text/html", "sec-fetch-mode": "navigate" };
     // A plain GET takes the tunnel; a chunked one the full server.
-    for (const extra of [{}, { "transfer-encoding": "chunked" }]) {
+    for (const extra of [{}, { "transfer-encoding": "chunked" }] as Record<string, string>[]) {
       const res = await plainGet(`${base}/proxy/${deadPort}/`, { ...navigation, ...extra });
       expect(res.status).toBe(502);
       expect(res.headers["content-type"]).toMatch(/^text\/html/);

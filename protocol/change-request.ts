@@ -1,11 +1,13 @@
 import { z } from "zod";
+import { ChecksStatus } from "./cr-check.ts";
 import { BranchName } from "./project.ts";
 import { Metadata, SafeName, SafeText } from "./text.ts";
 
 export const ChangeRequestStatus = z.enum(["open", "merged", "closed"]);
 export type ChangeRequestStatus = z.infer<typeof ChangeRequestStatus>;
 
-export const ChangeRequest = z.object({
+/** A CR as stored: what it is, without the review state read from its checks and branches. */
+export const ChangeRequestRecord = z.object({
   cr_id: z.uuid(),
   account_id: z.uuid(),
   project_id: z.uuid(),
@@ -25,8 +27,20 @@ export const ChangeRequest = z.object({
   closed_at: z.string().nullable(),
   closed_by: z.uuid().nullable(),
   metadata: z.record(z.string(), z.unknown()),
+  /** Waiting in its base's merge queue: merged as soon as its checks pass and nothing conflicts. */
+  auto_merge: z.boolean(),
+  /** Why the merge queue last let it go (a conflict, a failed check); null while queued or never queued. */
+  auto_merge_note: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
+});
+export type ChangeRequestRecord = z.infer<typeof ChangeRequestRecord>;
+
+/** A CR as the API shows it: the record, its checks of the current head and base, and whether it merges now. */
+export const ChangeRequest = ChangeRequestRecord.extend({
+  checks_status: ChecksStatus,
+  /** Open, free of conflicts and with every check of its current head and base passed: Merge would land it. */
+  mergeable: z.boolean(),
 });
 export type ChangeRequest = z.infer<typeof ChangeRequest>;
 
@@ -69,8 +83,13 @@ export const MergeChangeRequestBody = z
     message: SafeText.trim().min(1).max(10_000).optional(),
     /** The head the person reviewed: when the branch moved since, the merge is refused (409 HEAD_MOVED). */
     head_sha: CommitSha.optional(),
+    /** Queue the CR to merge by itself once its checks pass (202); `false` takes it out of the queue. */
+    auto: z.boolean().optional(),
   })
-  .strict();
+  .strict()
+  .refine((b) => b.auto === undefined || (b.message === undefined && b.head_sha === undefined), {
+    message: "auto merges whatever head passes its checks: give it without message and head_sha",
+  });
 export type MergeChangeRequestBody = z.infer<typeof MergeChangeRequestBody>;
 
 export const MergePreview = z.object({

@@ -27,6 +27,9 @@ export const ErrorCode = z.enum([
   "MERGE_REJECTED",
   /** A merge that names the head its person reviewed (`head_sha`) found the branch elsewhere: nothing merged. */
   "HEAD_MOVED",
+  "CHECKS_NOT_PASSED",
+  /** `svc cr resolve` of a CR whose branches merge cleanly: nothing for the agent to resolve. */
+  "NO_CONFLICTS",
   "SAME_REF",
   "BRANCH_NOT_FOUND",
   "REPO_UNAVAILABLE",

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { CheckSpec, ReviewSection } from "./cr-check.ts";
 import { parseEgressEntry } from "./egress.ts";
 import { RESERVED_ENV_PREFIX } from "./env.ts";
 import { BranchName } from "./project.ts";
@@ -166,6 +167,8 @@ export const Manifest = z
     env: EnvSpec.prefault({}),
     triggers: z.array(TriggerSpec).default([]),
     apps: z.array(AppSpec).default([]),
+    checks: z.array(CheckSpec).max(20).default([]),
+    review: ReviewSection.prefault({}),
   })
   .superRefine((m, ctx) => {
     const seen = new Set<string>();
@@ -179,6 +182,12 @@ export const Manifest = z
       if (apps.has(a.name))
         ctx.addIssue({ code: "custom", path: ["apps", i, "name"], message: `duplicate app name '${a.name}'` });
       apps.add(a.name);
+    });
+    const checks = new Set<string>();
+    m.checks.forEach((c, i) => {
+      if (checks.has(c.name))
+        ctx.addIssue({ code: "custom", path: ["checks", i, "name"], message: `duplicate check name '${c.name}'` });
+      checks.add(c.name);
     });
   });
 export type Manifest = z.infer<typeof Manifest>;

@@ -277,7 +277,8 @@ describe("the dashboard's session page and the browser login (Chromium, real san
     const exited = new Promise<number | null>((resolve) => login.on("exit", resolve));
     await expect.poll(() => existsSync(opened), { timeout: 15_000 }).toBe(true);
     const url = readFileSync(opened, "utf8");
-    expect(stderr).toContain(url);
+    // The browser may open before the CLI's own line reaches this process.
+    await expect.poll(() => stderr, { timeout: 5000 }).toContain(url);
     expect(url).toMatch(
       /\/dashboard\/cli\/login\?callback=http%3A%2F%2F127\.0\.0\.1%3A\d+%2Fcallback&state=[0-9a-f]{32}$/,
     );

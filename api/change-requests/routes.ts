@@ -7,6 +7,7 @@ import {
   UpdateChangeRequestBody,
 } from "../../protocol/change-request.ts";
 import { actingUserId, personalUserId } from "../auth/authenticate.ts";
+import { shownRun } from "../checks/store.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ChangeRequestService } from "./service.ts";
 
@@ -49,11 +50,19 @@ export function changeRequestRoutes(deps: { changeRequests: ChangeRequestService
     });
 
     // SPEC rule 4: the agent never merges its own CR. Every other CR route is open to project tokens.
-    app.post(`${BASE}/:crId/merge`, async (req) => {
+    // `auto`: queued to merge once its checks pass (202), merged later as this same person.
+    app.post(`${BASE}/:crId/merge`, async (req, reply) => {
       const userId = personalUserId(req.principal!, "merge change requests; merging is the user's act");
       const { crId } = parseInput(CrParams, req.params, "params");
       const body = parseInput(MergeChangeRequestBody, req.body ?? {}, "body");
+      if (body.auto !== undefined)
+        return reply.code(body.auto ? 202 : 200).send(await crs.setAutoMerge(req.project!, crId, userId, body.auto));
       return crs.merge(req.project!, crId, userId, { message: body.message, headSha: body.head_sha });
+    });
+
+    app.get(`${BASE}/:crId/checks`, async (req) => {
+      const { crId } = parseInput(CrParams, req.params, "params");
+      return (await crs.checks(req.project!, crId)).map(shownRun);
     });
 
     app.post(`${BASE}/:crId/close`, async (req) => {

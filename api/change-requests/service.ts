@@ -1,5 +1,6 @@
 import type {
   ChangeRequest,
+  ChangeRequestRecord,
   CreateChangeRequestBody,
   Diff,
   ListChangeRequestsQuery,
@@ -7,6 +8,7 @@ import type {
 } from "../../protocol/change-request.ts";
 import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
 import type { Project } from "../../protocol/project.ts";
+import type { ReviewState } from "../checks/review-state.ts";
 import { apiError } from "../errors.ts";
 import type { Events } from "../events.ts";
 import { refuseDefaultBranchLookalike } from "../git/branch-names.ts";
@@ -31,6 +33,8 @@ export type ChangeRequestDeps = {
   events: Events;
   /** This API process among those sharing the database (orchestrator/cluster.ts): the owner of its merge intents. */
   instanceId: string;
+  /** Checks and mergeability: what the CR JSON shows and what the merge gate requires (api/checks/). */
+  review: ReviewState;
 };
 
 /** What settling interrupted merges needs from the API process's world. */
@@ -52,9 +56,9 @@ const MERGE_ATTEMPTS = 3;
 const OTHER_MERGE_WAIT_MS = 5000;
 
 /** SPEC rule 5: open and closed CRs reflect what is pushed to their head branch; a merged one is frozen at its merge. */
-const followsBranches = (cr: ChangeRequest) => cr.status !== "merged";
+const followsBranches = (cr: ChangeRequestRecord) => cr.status !== "merged";
 
-const beingMerged = (cr: ChangeRequest) =>
+const beingMerged = (cr: ChangeRequestRecord) =>
   apiError("CONFLICT", `CR #${cr.number} is being merged by another API process; try again in a moment`);
 
 /** `headSha`: the head the person reviewed; the merge lands exactly that commit or nothing. */
@@ -71,7 +75,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
   // keeps commits safe even across processes.
   const withProjectLock = createKeyedMutex();
 
-  async function load(project: Project, ref: string): Promise<ChangeRequest> {
+  async function load(project: Project, ref: string): Promise<ChangeRequestRecord> {
     const number = /^#?(\d{1,9})$/.exec(ref);
     const cr = number
       ? await store.byNumber(project.id, Number(number[1]))
@@ -86,7 +90,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
    * SPEC refresh rules 4 and 5: an open CR follows both live branches, a closed one its head branch; a merged one
    * keeps what it merged. An unreachable repo or a missing branch is skipped.
    */
-  async function refresh(project: Project, crs: ChangeRequest[]): Promise<ChangeRequest[]> {
+  async function refresh(project: Project, crs: ChangeRequestRecord[]): Promise<ChangeRequestRecord[]> {
     if (!crs.some(followsBranches)) return crs;
     const tips = await repos.tips(project);
     if (!tips) return crs;
@@ -106,7 +110,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
   /** The commits a diff or preview compares: live branches for open and closed CRs, captured SHAs once merged. */
   async function comparedCommits(
     project: Project,
-    cr: ChangeRequest,
+    cr: ChangeRequestRecord,
   ): Promise<{ dir: string; base: string; head: string }> {
     let dir: string;
     try {
@@ -187,7 +191,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
    * Before a merge or close: what an earlier, interrupted merge of this CR left is settled first, and one another
    * live process is making is waited for. Returns the CR as it is then.
    */
-  async function settleLeftover(project: Project, cr: ChangeRequest): Promise<ChangeRequest> {
+  async function settleLeftover(project: Project, cr: ChangeRequestRecord): Promise<ChangeRequestRecord> {
     const intent = await store.intentOf(cr.cr_id);
     if (!intent) return cr;
     const { verdict, ownerMayBeMerging } = await settle(project, intent, cluster.isAlive, cluster.log);
@@ -197,7 +201,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     return load(project, cr.cr_id);
   }
 
-  async function mergeOnce(project: Project, cr: ChangeRequest, userId: string, options: MergeOptions) {
+  async function mergeOnce(project: Project, cr: ChangeRequestRecord, userId: string, options: MergeOptions) {
     const dir = await repos.open(project, 0);
     const tips = await readBranchTips(dir);
     const base = tips.get(cr.base_ref);
@@ -215,6 +219,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         { head_sha: head },
       );
     }
+    await deps.review.requirePassed(project, cr, head, base);
     const preview = await computePreview(dir, base, head);
     if (preview.merge_base === null) {
       throw apiError("MERGE_REJECTED", "Merge failed", { reason: "the branches have unrelated histories" });
@@ -281,6 +286,9 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     return merged;
   }
 
+  const present = async (project: Project, cr: ChangeRequestRecord): Promise<ChangeRequest> =>
+    (await deps.review.present(project, [cr]))[0]!;
+
   /** Settles every intent that no live process is working on; each under its project's lock. */
   async function repairMerges(ctx: MergeRepairContext): Promise<MergeRepairResult> {
     const result: MergeRepairResult = { recorded: 0, dropped: 0, waiting: 0 };
@@ -346,12 +354,41 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     },
 
     async list(project: Project, query: ListChangeRequestsQuery): Promise<ChangeRequest[]> {
-      return refresh(project, await store.list(project.id, query.status));
+      return deps.review.present(project, await refresh(project, await store.list(project.id, query.status)));
+    },
+
+    /** The runs of the CR's checks on its current head and base. */
+    async checks(project: Project, ref: string) {
+      const [cr] = await refresh(project, [await load(project, ref)]);
+      return deps.review.current(project, cr!);
+    },
+
+    /** The open CRs as stored, their SHAs refreshed. */
+    openRecords: async (project: Project) => refresh(project, await store.list(project.id, "open")),
+
+    /** The CR as stored, its SHAs refreshed: what the checks and the merge queue work from. */
+    async record(project: Project, ref: string): Promise<ChangeRequestRecord> {
+      const [cr] = await refresh(project, [await load(project, ref)]);
+      return cr!;
     },
 
     async get(project: Project, ref: string): Promise<ChangeRequest> {
       const [cr] = await refresh(project, [await load(project, ref)]);
-      return cr!;
+      return present(project, cr!);
+    },
+
+    /**
+     * Puts an open CR in its base's merge queue, to merge as `userId` once its checks pass and nothing conflicts
+     * (api/checks/merge-queue.ts), or (`on` false) takes it out.
+     */
+    async setAutoMerge(project: Project, ref: string, userId: string, on: boolean): Promise<ChangeRequest> {
+      const cr = await load(project, ref);
+      if (cr.status !== "open")
+        throw apiError("CR_NOT_OPEN", `CR #${cr.number} is ${cr.status}; only an open CR can be queued to merge`);
+      const queued = await store.setAutoMerge(cr.cr_id, on ? { userId } : { note: null });
+      if (!queued) throw apiError("CR_NOT_OPEN", `CR #${cr.number} was merged or closed meanwhile`);
+      if (on) deps.events.emit("change-request.changed", { project, cr: queued, change: "queued" });
+      return present(project, queued);
     },
 
     async create(project: Project, body: CreateChangeRequestBody, userId: string): Promise<ChangeRequest> {
@@ -383,63 +420,72 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
         metadata: body.metadata ?? {},
       });
       deps.events.emit("change-request.changed", { project, cr: created, change: "created" });
-      return created;
+      return present(project, created);
     },
 
     async edit(project: Project, ref: string, title?: string, description?: string): Promise<ChangeRequest> {
       const cr = await load(project, ref);
-      return (await store.edit(cr.cr_id, title, description))!;
+      return present(project, (await store.edit(cr.cr_id, title, description))!);
     },
 
-    close: (project: Project, ref: string, userId: string) =>
-      withProjectLock(project.id, async () => {
-        let cr = await load(project, ref);
-        // A second look when another process merged, closed or began merging it between the first and the close.
-        for (let attempt = 0; attempt < 2; attempt++) {
-          cr = await load(project, cr.cr_id);
-          if (cr.status === "open") cr = await settleLeftover(project, cr);
-          if (cr.status === "merged") throw apiError("CR_MERGED", `CR #${cr.number} is merged and cannot be closed`);
-          if (cr.status === "closed") return cr;
-          const closed = await store.close(cr.cr_id, userId);
-          if (closed && closed !== "merging") {
-            deps.events.emit("change-request.changed", { project, cr: closed, change: "closed" });
-            return closed;
-          }
-        }
-        throw beingMerged(cr);
-      }),
-
-    reopen: (project: Project, ref: string) =>
-      withProjectLock(project.id, async () => {
-        const cr = await load(project, ref);
-        if (cr.status !== "closed") {
-          throw apiError("CR_NOT_CLOSED", `CR #${cr.number} is ${cr.status}; only a closed CR can be reopened`);
-        }
-        const [reopened] = await refresh(project, [(await store.reopen(cr.cr_id))!]);
-        return reopened!;
-      }),
-
-    merge: (project: Project, ref: string, userId: string, options: MergeOptions = {}) =>
-      withProjectLock(project.id, async () => {
-        let cr = await load(project, ref);
-        if (cr.status === "open") cr = await settleLeftover(project, cr);
-        if (cr.status !== "open")
-          throw apiError("CR_NOT_OPEN", `CR #${cr.number} is ${cr.status}; only an open CR can be merged`);
-        for (let attempt = 0; attempt < MERGE_ATTEMPTS; attempt++) {
-          try {
-            const merged = await mergeOnce(project, cr, userId, options);
-            if (merged) {
-              deps.events.emit("change-request.changed", { project, cr: merged, change: "merged" });
-              return merged;
+    close: async (project: Project, ref: string, userId: string) =>
+      present(
+        project,
+        await withProjectLock(project.id, async (): Promise<ChangeRequestRecord> => {
+          let cr = await load(project, ref);
+          // A second look when another process merged, closed or began merging it between the first and the close.
+          for (let attempt = 0; attempt < 2; attempt++) {
+            cr = await load(project, cr.cr_id);
+            if (cr.status === "open") cr = await settleLeftover(project, cr);
+            if (cr.status === "merged") throw apiError("CR_MERGED", `CR #${cr.number} is merged and cannot be closed`);
+            if (cr.status === "closed") return cr;
+            const closed = await store.close(cr.cr_id, userId);
+            if (closed && closed !== "merging") {
+              deps.events.emit("change-request.changed", { project, cr: closed, change: "closed" });
+              return closed;
             }
-          } catch (err) {
-            if (err instanceof RepoUnavailableError)
-              throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");
-            throw err;
           }
-        }
-        throw apiError("MERGE_REJECTED", "Merge failed", { reason: `'${cr.base_ref}' kept moving; try again` });
-      }),
+          throw beingMerged(cr);
+        }),
+      ),
+
+    reopen: async (project: Project, ref: string) =>
+      present(
+        project,
+        await withProjectLock(project.id, async (): Promise<ChangeRequestRecord> => {
+          const cr = await load(project, ref);
+          if (cr.status !== "closed") {
+            throw apiError("CR_NOT_CLOSED", `CR #${cr.number} is ${cr.status}; only a closed CR can be reopened`);
+          }
+          const [reopened] = await refresh(project, [(await store.reopen(cr.cr_id))!]);
+          return reopened!;
+        }),
+      ),
+
+    merge: async (project: Project, ref: string, userId: string, options: MergeOptions = {}) =>
+      present(
+        project,
+        await withProjectLock(project.id, async (): Promise<ChangeRequestRecord> => {
+          let cr = await load(project, ref);
+          if (cr.status === "open") cr = await settleLeftover(project, cr);
+          if (cr.status !== "open")
+            throw apiError("CR_NOT_OPEN", `CR #${cr.number} is ${cr.status}; only an open CR can be merged`);
+          for (let attempt = 0; attempt < MERGE_ATTEMPTS; attempt++) {
+            try {
+              const merged = await mergeOnce(project, cr, userId, options);
+              if (merged) {
+                deps.events.emit("change-request.changed", { project, cr: merged, change: "merged" });
+                return merged;
+              }
+            } catch (err) {
+              if (err instanceof RepoUnavailableError)
+                throw apiError("REPO_UNAVAILABLE", "the project's repository cannot be reached");
+              throw err;
+            }
+          }
+          throw apiError("MERGE_REJECTED", "Merge failed", { reason: `'${cr.base_ref}' kept moving; try again` });
+        }),
+      ),
 
     async preview(project: Project, ref: string): Promise<MergePreview> {
       const cr = await load(project, ref);

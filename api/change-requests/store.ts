@@ -1,4 +1,4 @@
-import type { ChangeRequest, ChangeRequestStatus } from "../../protocol/change-request.ts";
+import type { ChangeRequestRecord as ChangeRequest, ChangeRequestStatus } from "../../protocol/change-request.ts";
 import { iso } from "../db/rows.ts";
 import type { Sql } from "../db/sql.ts";
 import type { MergeIntent } from "./merge-intents.ts";
@@ -12,7 +12,7 @@ type Row = Omit<ChangeRequest, "merged_at" | "closed_at" | "created_at" | "updat
 
 const COLUMNS = `cr_id, account_id, project_id, number, title, description, base_ref, head_ref, status,
   head_commit_sha, base_commit_sha, origin_session_id, created_by, merged_at, merged_by, merge_commit_sha,
-  closed_at, closed_by, metadata, created_at, updated_at`;
+  closed_at, closed_by, metadata, auto_merge_at is not null as auto_merge, auto_merge_note, created_at, updated_at`;
 
 function toCr(row: Row): ChangeRequest {
   return {
@@ -202,6 +202,51 @@ export function createChangeRequestStore(sql: Sql) {
          where cr_id = $1 and status = 'closed' returning ${COLUMNS}`,
         [crId],
       ),
+
+    /**
+     * Puts an open CR in its base's merge queue as `userId` (the one it merges as), or takes it out with `note`
+     * saying why (null: taken out by a person). Joining again goes to the back of the queue.
+     */
+    setAutoMerge: (crId: string, by: { userId: string } | { note: string | null }) =>
+      "userId" in by
+        ? one(
+            `update change_requests set auto_merge_by = $2, auto_merge_at = coalesce(auto_merge_at, now()),
+               auto_merge_note = null, updated_at = now()
+             where cr_id = $1 and status = 'open' returning ${COLUMNS}`,
+            [crId, by.userId],
+          )
+        : one(
+            `update change_requests set auto_merge_by = null, auto_merge_at = null, auto_merge_note = $2,
+               updated_at = now()
+             where cr_id = $1 returning ${COLUMNS}`,
+            [crId, by.note],
+          ),
+
+    /** Every open CR waiting to auto-merge, each with who asked, in queue order (per base: the first goes first). */
+    async autoMergeQueue(): Promise<(ChangeRequest & { auto_merge_by: string })[]> {
+      const rows = await sql.query<Row & { auto_merge_by: string }>(
+        `select ${COLUMNS}, auto_merge_by from change_requests
+         where status = 'open' and auto_merge_at is not null order by auto_merge_at, number`,
+      );
+      return rows.map((r) => ({ ...toCr(r), auto_merge_by: r.auto_merge_by }));
+    },
+
+    /** The projects with at least one open CR: where checks and the merge queue have work. */
+    async projectsWithOpen(): Promise<string[]> {
+      const rows = await sql.query<{ project_id: string }>(
+        "select distinct project_id from change_requests where status = 'open'",
+      );
+      return rows.map((r) => r.project_id);
+    },
+
+    /** Takes one more round of sending failed checks to the CR's agent, if fewer than `max` were taken. */
+    async takeFixRound(crId: string, max: number): Promise<boolean> {
+      const rows = await sql.query(
+        "update change_requests set fix_rounds = fix_rounds + 1 where cr_id = $1 and fix_rounds < $2 returning 1",
+        [crId, max],
+      );
+      return rows.length > 0;
+    },
 
     /** Records a merge that moved no branch (everything on head was on base already). */
     markMerged: (crId: string, m: MergeRecord) => one(MARK_MERGED, markMergedParams(crId, m)),

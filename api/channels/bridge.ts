@@ -1,4 +1,4 @@
-import type { ChangeRequest } from "../../protocol/change-request.ts";
+import type { ChangeRequestRecord } from "../../protocol/change-request.ts";
 import type { Channel, SlackEnvelope, SlackMessageEvent } from "../../protocol/channel.ts";
 import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
 import type { Project } from "../../protocol/project.ts";
@@ -120,7 +120,7 @@ export function createChannelBridge(deps: ChannelBridgeDeps) {
   }
 
   /** Posts `text` in every thread the CR's session talks in. */
-  async function toSessionThreads(cr: ChangeRequest, text: string): Promise<void> {
+  async function toSessionThreads(cr: ChangeRequestRecord, text: string): Promise<void> {
     if (!cr.origin_session_id) return;
     for (const t of await store.threadsOf(cr.origin_session_id)) {
       await slack.postMessage({ channel: t.channel_id, thread_ts: t.thread_ts, text });
@@ -139,15 +139,15 @@ export function createChannelBridge(deps: ChannelBridgeDeps) {
     );
 
   /** What the session's threads read about one of its CRs. */
-  async function crLine(project: Project, cr: ChangeRequest, change: "created" | "merged" | "closed") {
+  async function crLine(project: Project, cr: ChangeRequestRecord, change: "created" | "merged" | "closed") {
     if (change === "created")
       return `Opened CR #${cr.number}: ${cr.title} — ${dashboard(`${project.id}/crs/${cr.number}`)}`;
     return `CR #${cr.number} ${change} by ${await personName(change === "merged" ? cr.merged_by : cr.closed_by)}`;
   }
 
-  deps.events.on("change-request.changed", ({ project, cr, change }) =>
-    background("CR post", async () => toSessionThreads(cr, await crLine(project, cr, change))),
-  );
+  deps.events.on("change-request.changed", ({ project, cr, change }) => {
+    if (change !== "queued") background("CR post", async () => toSessionThreads(cr, await crLine(project, cr, change)));
+  });
 
   return {
     /** An accepted, first-seen Events API callback. */

@@ -6,6 +6,7 @@ import { CreateSessionBody, Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
 import { TriggerParams } from "../../protocol/trigger.ts";
 import type { AppService } from "../apps/service.ts";
+import type { CommentService } from "../change-requests/comments.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { ApiError } from "../errors.ts";
 import type { Forwarder } from "../http/forward.ts";
@@ -19,9 +20,10 @@ import type { TranscriptStore } from "../sessions/transcript-store.ts";
 import type { TriggerService } from "../triggers/service.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
 import { cliLoginRoutes } from "./cli-login.ts";
+import { crCommentPages } from "./cr-comment-pages.ts";
 import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
-import { type ChangeRequestView, changeRequestPage } from "./pages/change-request.ts";
+import { type ChangeRequestView, changeRequestPage, type LineTarget } from "./pages/change-request.ts";
 import { badSignInLinkPage, errorPage, signInConfirmPage, signInPage } from "./pages/messages.ts";
 import { noModelPage } from "./pages/no-model.ts";
 import { type ProjectView, projectPage } from "./pages/project.ts";
@@ -44,6 +46,7 @@ export type DashboardDeps = SessionAccessDeps & {
   browserSessions: BrowserSessions;
   apps: AppService;
   changeRequests: ChangeRequestService;
+  comments: CommentService;
   sessionStore: SessionStore;
   transcripts: TranscriptStore;
   secrets: SecretStore;
@@ -60,6 +63,11 @@ const SignInQuery = z.object({
 });
 const SignInForm = z.object({ code: z.string().max(200), next: z.string().max(2000).optional() }).strict();
 const CrParams = z.object({ projectId: z.string(), crId: z.string().min(1).max(64) });
+/** A click on a diff line: the CR page with that line's comment form open. */
+const CrPageQuery = z.object({
+  path: z.string().max(4096).optional(),
+  line: z.coerce.number().int().positive().optional(),
+});
 /** The project page's "New session" form: the base as typed; the prompt may stay empty. */
 const NewSessionForm = z
   .object({ _csrf: z.string(), prompt: z.string().max(200_000).optional(), base_ref: z.string().max(255) })
@@ -87,13 +95,19 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
 
   const projectFor = (req: FastifyRequest) => browserProject(deps, req);
 
-  async function crView(project: Project, crId: string, refused?: string): Promise<ChangeRequestView> {
+  async function crView(
+    project: Project,
+    crId: string,
+    refused?: string,
+    lineTarget?: LineTarget,
+  ): Promise<ChangeRequestView> {
     const cr = await deps.changeRequests.get(project, crId);
-    const [preview, diff] = await Promise.all([
+    const [preview, diff, comments] = await Promise.all([
       settle(deps.changeRequests.preview(project, cr.cr_id)),
       settle(deps.changeRequests.diff(project, cr.cr_id)),
+      settle(deps.comments.list(project, cr.cr_id)),
     ]);
-    return { project, cr, preview, diff, refusal: refused };
+    return { project, cr, preview, diff, refusal: refused, comments, lineTarget };
   }
 
   function renderError(err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) {
@@ -224,7 +238,11 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
     app.get("/projects/:projectId/crs/:crId", async (req, reply) => {
       const project = await projectFor(req);
       const { crId } = parseInput(CrParams, req.params, "params");
-      return reply.type(HTML).send(changeRequestPage(await crView(project, crId), req.browserSession!.csrf));
+      const { path, line } = parseInput(CrPageQuery, req.query, "query");
+      const lineTarget = path && line ? { path, line } : undefined;
+      return reply
+        .type(HTML)
+        .send(changeRequestPage(await crView(project, crId, undefined, lineTarget), req.browserSession!.csrf));
     });
 
     for (const action of ["merge", "close", "reopen"] as const) {
@@ -252,6 +270,13 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
     }
 
     await app.register(sessionPages(deps, forward));
+    await app.register(
+      crCommentPages({
+        ...deps,
+        renderCr: async (project, crId, csrf, refused, lineTarget) =>
+          changeRequestPage(await crView(project, crId, refused, lineTarget), csrf),
+      }),
+    );
     await app.register(cliLoginRoutes(deps));
 
     app.post("/sign-out", { preHandler: requireCsrf }, async (req, reply) => {

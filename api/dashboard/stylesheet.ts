@@ -56,5 +56,15 @@ pre .hunk { color: #0550ae; background: #ddf4ff; }
 .entry.tool summary time { color: #57606a; }
 .entry.tool pre { max-height: 30rem; margin: .4rem 0; white-space: pre; }
 .entry img { max-width: 100%; }
+pre .l a { display: block; color: inherit; text-decoration: none; }
+pre .l a:hover { background: #fff8c5; }
+form.line-comment { display: flex; flex-direction: column; gap: .4rem; padding: .6rem; border-top: 1px solid #d0d7de; background: #fffbdd; }
+form.comment-box { display: flex; flex-direction: column; gap: .4rem; }
+.buttons { display: flex; flex-wrap: wrap; gap: .5rem; }
+ol.comments { list-style: none; margin: 0 0 1rem; padding: 0; }
+.comment { padding: .5rem 0; border-bottom: 1px solid #eaeef2; overflow-wrap: anywhere; }
+.comment p { margin: 0; font-size: 13px; }
+.comment pre { margin: .25rem 0 0; }
+.badge.delivered { background: #dafbe1; color: #116329; }
 @media (max-width: 40rem) { main { padding: .5rem; } section { padding: .5rem; } th, td { padding: .25rem; } }
 `;

@@ -204,6 +204,23 @@ export function createRepositories(options: RepositoriesOptions) {
     updateBranch: (p: RepoRef, branch: string, newSha: string, oldSha: string) =>
       writeBranch(p, branch, newSha, { expected: oldSha, pushArgs: [] }),
 
+    /** Removes a branch svc made for its own use (a check's); an external remote's copy is deleted by a push. */
+    async deleteBranch(p: RepoRef, branch: string): Promise<void> {
+      const dir = dirOf(p);
+      try {
+        if (p.repo_kind === "managed") await git(["update-ref", "-d", `refs/heads/${branch}`], { dir, okCodes: [1] });
+        else
+          await git([...PUSH, "origin", `:refs/heads/${branch}`], {
+            dir,
+            env: await remoteEnv(p),
+            okCodes: [1],
+            timeoutMs: 60_000,
+          });
+      } finally {
+        invalidate(p);
+      }
+    },
+
     /** Creates `branch` at `fromSha`; false when it already exists. Generic backends push the new ref. */
     createBranch: (p: RepoRef, branch: string, fromSha: string) =>
       // An empty lease means "must not exist yet": create-only, never moving an existing branch.

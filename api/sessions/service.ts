@@ -103,17 +103,24 @@ export function createSessionService(deps: SessionServiceDeps) {
   }
 
   return {
-    /** `trigger`: the slug of the manifest trigger that spawns it (recorded on the session). */
+    /**
+     * `trigger`: the slug of the manifest trigger that spawns it (recorded on the session). `branch`: an existing
+     * branch it works on and pushes to (a CR's head), instead of one cut for it from the base. `check`: the sandbox
+     * of a CR's check, its branch cut at `check.startSha` (the commit the check runs on), never listed.
+     */
     async create(
       project: Project,
       body: CreateSessionBody,
       userId: string,
-      options: { trigger?: string } = {},
+      options: { trigger?: string; branch?: string; check?: { startSha: string } } = {},
     ): Promise<SessionRecord> {
       const baseRef = body.base_ref ?? project.default_branch;
       refuseDefaultBranchLookalike(project, baseRef, "base_ref");
       const agentName = body.agent ?? settings.defaultAgent;
-      const pooled = provisioner.reservePooled(project, { baseRef, agent: agentName, model: body.model ?? null });
+      // A pooled sandbox is made for a branch of its own.
+      const pooled = options.branch
+        ? undefined
+        : provisioner.reservePooled(project, { baseRef, agent: agentName, model: body.model ?? null });
       const created = await store
         .createWithinCap({
           sessionId: pooled,
@@ -127,6 +134,8 @@ export function createSessionService(deps: SessionServiceDeps) {
           trigger: options.trigger ?? null,
           cap: settings.sessionCap,
           provisioner: deps.instanceId,
+          branch: options.branch,
+          purpose: options.check ? "check" : "agent",
         })
         .catch((err) => {
           if (pooled) provisioner.releasePooled(pooled);
@@ -136,7 +145,10 @@ export function createSessionService(deps: SessionServiceDeps) {
         if (pooled) provisioner.releasePooled(pooled);
         throw capReached(created.current);
       }
-      void provisioner.provision(project, created.session, { cutBranch: true });
+      void provisioner.provision(project, created.session, {
+        cutBranch: !options.branch,
+        startSha: options.check?.startSha,
+      });
       return created.session;
     },
 
@@ -200,6 +212,11 @@ export function createSessionService(deps: SessionServiceDeps) {
     /** The sandbox's log (entrypoint, daemon, agent), secrets masked; `follow` until it stops or `signal`. */
     async logs(project: Project, sessionId: string, options: { follow: boolean; tail?: number; signal: AbortSignal }) {
       return deps.access.logs(await containerOf(project, sessionId), options);
+    },
+
+    /** What masks the sandbox's secrets and credentials in what it printed. */
+    async masker(project: Project, sessionId: string) {
+      return deps.access.masker(await containerOf(project, sessionId));
     },
 
     /** Runs a command in the sandbox's workspace as its own user. */

@@ -73,14 +73,19 @@ export function createSessionStore(sql: Sql, events: Events) {
       provisioner: string;
       /** The id a warm-pool sandbox was made for (its labels and branch name carry it); else a new one. */
       sessionId?: string;
+      /** `check`: the sandbox of a CR's check (api/checks/), counted by the cap, never listed. Default `agent`. */
+      purpose?: "agent" | "check";
+      /** An existing branch the session works on (a CR's head, for its review feedback); default its own, `<id>`. */
+      branch?: string;
     }): Promise<{ session: SessionRecord } | { current: number }> {
       const created = await sql.transaction<{ session: SessionRecord } | { current: number }>(async (tx) => {
         const current = await capReached(tx, input.accountId, input.cap);
         if (current !== undefined) return { current };
         const [row] = await tx.query<SessionRow>(
           `insert into project_sessions (session_id, account_id, project_id, status, branch, base_ref, agent_name, agent_model,
-             initial_prompt, created_by, provisioner, trigger_slug)
-           values ($1, $2, $3, 'provisioning', $1, $4, $5, $6, $7, $8, $9, $10) returning ${SESSION_COLUMNS}`,
+             initial_prompt, created_by, provisioner, trigger_slug, purpose)
+           values ($1, $2, $3, 'provisioning', coalesce($12::text, $1), $4, $5, $6, $7, $8, $9, $10, $11)
+           returning ${SESSION_COLUMNS}`,
           [
             input.sessionId ?? crypto.randomUUID(),
             input.accountId,
@@ -92,6 +97,8 @@ export function createSessionStore(sql: Sql, events: Events) {
             input.createdBy,
             input.provisioner,
             input.trigger ?? null,
+            input.purpose ?? "agent",
+            input.branch ?? null,
           ],
         );
         // The first prompt (a person's, a trigger's) is the transcript's first entry, committed with the session.
@@ -151,7 +158,8 @@ export function createSessionStore(sql: Sql, events: Events) {
 
     async list(projectId: string): Promise<SessionRecord[]> {
       const rows = await sql.query<SessionRow>(
-        `select ${SESSION_COLUMNS} from project_sessions where project_id = $1 order by created_at desc`,
+        `select ${SESSION_COLUMNS} from project_sessions where project_id = $1 and purpose = 'agent'
+         order by created_at desc`,
         [projectId],
       );
       return rows.map(toSession);

@@ -9,22 +9,14 @@ import {
 import { ApiRequestError } from "../api-client.ts";
 import { readCliEnv } from "../config.ts";
 import { type Context, type GlobalOptions, optionsOf } from "../context.ts";
+import { parseCrRef } from "../cr-ref.ts";
 import { CliError, usageError } from "../errors.ts";
 import { parseCommitSha } from "../flag-parsers.ts";
 import { findLink } from "../link-file.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
 import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable, useColor } from "../table.ts";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** `<cr>` is `3`, `#3` or the cr_id. */
-function parseCrRef(ref: string): string {
-  const number = /^#?(\d{1,9})$/.exec(ref);
-  if (number && Number(number[1]) > 0) return number[1]!;
-  if (UUID.test(ref)) return ref.toLowerCase();
-  throw usageError(`'${ref}' is not a change request: use its number (3 or #3) or its id`);
-}
+import { reviewCommands } from "./cr-review.ts";
 
 function describePreview(p: MergePreview): string {
   if (p.merge_base === null) return "cannot merge: unrelated histories";
@@ -262,5 +254,6 @@ export function crCommand(): Command {
         info(`✓ ${done} CR #${result.number}`);
       });
   }
+  reviewCommands(cr);
   return cr;
 }

@@ -39,6 +39,12 @@ export type ProvisionerSettings = {
   poolSize?: number;
 };
 
+/**
+ * `cutBranch`: the session's branch is made for it, at the base's tip or at `startSha` (a check's commit); a pooled
+ * sandbox still serves, its workspace at the base until the session fetches its branch.
+ */
+export type ProvisionOptions = { cutBranch: boolean; startSha?: string };
+
 export type ProvisionerDeps = {
   records: SandboxRecords;
   tokens: TokenPort;
@@ -141,7 +147,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
   async function provisionSandbox(
     project: Project,
     session: SessionToProvision,
-    options: { cutBranch: boolean },
+    options: ProvisionOptions,
   ): Promise<void> {
     const deadline = Date.now() + settings.provisionTimeoutMs;
     let sandboxId: string | undefined;
@@ -186,7 +192,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
         member = undefined;
         containerId = undefined;
       }
-      if (options.cutBranch && !(await deps.repos.createBranch(project, session.branch, baseSha))) {
+      if (options.cutBranch && !(await deps.repos.createBranch(project, session.branch, options.startSha ?? baseSha))) {
         throw new Error(`could not create branch '${session.branch}'`);
       }
       const token = await deps.tokens.mint({
@@ -308,7 +314,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
      * Runs in the background of a request: it never rejects (a closing database included); the reconciler fixes
      * the rest.
      */
-    async provision(project: Project, session: SessionToProvision, options: { cutBranch: boolean }): Promise<void> {
+    async provision(project: Project, session: SessionToProvision, options: ProvisionOptions): Promise<void> {
       inFlight.add(session.session_id);
       try {
         await provisionSandbox(project, session, options);

@@ -42,17 +42,23 @@ export function createSandboxAccess(driver: ContainerVerbs) {
     }
   }
 
+  /** Masks what the sandbox was given (its secrets' values, the platform's credentials) in text it printed. */
+  async function masker(containerId: string): Promise<(text: string) => string> {
+    const secrets = sensitiveValues(await driver.environment(containerId));
+    return (text) => redact(text, secrets).replace(PLATFORM_CREDENTIAL, "$1***");
+  }
+
   return {
+    masker,
+
     async logs(
       containerId: string,
       options: { follow: boolean; tail?: number; signal: AbortSignal },
     ): Promise<AsyncIterable<SandboxLogLine>> {
-      const secrets = sensitiveValues(await driver.environment(containerId));
+      const mask = await masker(containerId);
       const lines = await driver.logs(containerId, options);
       return (async function* () {
-        for await (const { stream, line } of lines) {
-          yield { stream, line: redact(line, secrets).replace(PLATFORM_CREDENTIAL, "$1***") };
-        }
+        for await (const { stream, line } of lines) yield { stream, line: mask(line) };
       })();
     },
 

@@ -37,6 +37,7 @@ export const API_TIER = [
   "test/cli-terminal.test.ts",
   "test/cli-workflow.test.ts",
   "test/cr-closed-refresh.test.ts",
+  "test/cr-comments.test.ts", // the API with a session service over a driver that runs no sandbox, the real CLI
   "test/daemon-proxy.test.ts",
   "test/daemon-workspace.test.ts",
   "test/daemon.test.ts",
@@ -75,6 +76,7 @@ export const DOCKER_TIER = [
   "test/cli-no-model.test.ts",
   "test/cli-self-host.test.ts", // svc self-host start: an API on the Docker engine
   "test/cluster.test.ts",
+  "test/cr-review-loop.test.ts", // one sandbox stack, the real opencode with a scripted model, Chromium
   "test/dashboard-session.test.ts",
   "test/dashboard.test.ts", // Chromium
   "test/install.test.ts", // README's first command: setup, npm ci, a stack on the Docker engine
@@ -96,6 +98,7 @@ export const DOCKER_TIER = [
   "test/sessions.test.ts",
   "test/session-transcript.test.ts",
   "test/session-checkpoints.test.ts",
+  "test/cr-checks.test.ts",
   "test/triggers-cluster.test.ts",
   "test/triggers.test.ts",
   "test/uninstall-cleanup.test.ts", // svc uninstall and self-host stop against the Docker engine

@@ -1,5 +1,7 @@
 import type { ChangeRequest, Diff, DiffFile, MergePreview } from "../../../protocol/change-request.ts";
+import type { CrComment } from "../../../protocol/cr-comment.ts";
 import type { Project } from "../../../protocol/project.ts";
+import { numberedLines, type PatchLine, patchPerFile } from "../../git/diff-lines.ts";
 import { type Html, html } from "../html.ts";
 import { csrfField, layout } from "../layout.ts";
 import type { Part } from "../part.ts";
@@ -11,50 +13,104 @@ export type ChangeRequestView = {
   diff: Part<Diff>;
   /** Why the last action was refused (a 409), in words. */
   refusal?: string;
+  comments: Part<CrComment[]>;
+  /** The diff line whose comment form is open: the one a person clicked. */
+  lineTarget?: LineTarget;
 };
+
+export type LineTarget = { path: string; line: number };
 
 /** The files of a diff open at first sight only while the whole diff stays short; larger ones open on demand. */
 const OPEN_DIFF_LINES = 400;
 
-/** The unified patch cut at each file's `diff --git` line, in the order git lists the files. */
-export function patchPerFile(patch: string): string[][] {
-  const files: string[][] = [];
-  for (const line of patch.split("\n")) {
-    if (line.startsWith("diff --git ")) files.push([]);
-    files.at(-1)?.push(line);
-  }
-  return files;
+const LINE_CLASS: Record<PatchLine["kind"], string> = {
+  hunk: "l hunk",
+  add: "l add",
+  del: "l del",
+  context: "l",
+  note: "l",
+};
+
+/** A line of the head's side is a link that opens its comment form: a plain page, no script. */
+function diffLine(path: string, line: PatchLine): Html {
+  if (line.newLine === null) return html`<span class="${LINE_CLASS[line.kind]}">${line.text}</span>`;
+  const href = `?${new URLSearchParams({ path, line: String(line.newLine) })}#line-comment`;
+  return html`<span class="${LINE_CLASS[line.kind]}"><a href="${href}">${line.text}</a></span>`;
 }
 
-function lineClass(line: string): string {
-  if (line.startsWith("@@")) return "l hunk";
-  if (line.startsWith("+") && !line.startsWith("+++ ")) return "l add";
-  if (line.startsWith("-") && !line.startsWith("--- ")) return "l del";
-  return "l";
+/** The two ways to send a comment; a merged CR's agent no longer updates it. */
+const commentButtons = (cr: ChangeRequest) =>
+  html`<div class="buttons"><button type="submit">Comment</button>${
+    cr.status !== "merged" && html`<button type="submit" name="to_agent" value="1">Send to agent</button>`
+  }</div>`;
+
+function lineCommentForm(view: ChangeRequestView, csrf: string, target: LineTarget): Html {
+  return html`<form method="post" action="${crPath(view)}/comments" class="line-comment" id="line-comment">${csrfField(csrf)}
+<input type="hidden" name="path" value="${target.path}"><input type="hidden" name="line" value="${target.line}">
+<label for="line-comment-body">Comment on ${target.path} line ${target.line}</label>
+<textarea id="line-comment-body" name="body" rows="3" required></textarea>
+${commentButtons(view.cr)}
+</form>`;
 }
 
-function fileBlock(file: DiffFile, lines: string[] | undefined, open: boolean): Html {
+function fileBlock(view: ChangeRequestView, csrf: string, file: DiffFile, chunk: string[] | undefined, open: boolean) {
   // The file header (diff --git, index, ---/+++) repeats what the summary says.
-  const body = (lines ?? []).slice((lines ?? []).findIndex((l) => l.startsWith("@@")));
+  const lines = numberedLines(chunk ?? []);
+  const target = view.lineTarget?.path === file.path ? view.lineTarget : undefined;
   const content = file.binary
     ? html`<p class="muted">Binary file.</p>`
-    : body.length === 0 || !lines?.some((l) => l.startsWith("@@"))
+    : lines.length === 0
       ? html`<p class="muted">No line changes.</p>`
-      : html`<pre>${body.map((l) => html`<span class="${lineClass(l)}">${l}</span>`)}</pre>`;
-  return html`<details class="file"${open ? html` open` : ""}>
+      : html`<pre>${lines.map((l) => diffLine(file.path, l))}</pre>`;
+  return html`<details class="file"${open || target ? html` open` : ""}>
 <summary><span class="mono">${file.old_path ? `${file.old_path} → ` : ""}${file.path}</span> <span class="badge">${file.status}</span> <span class="add-count">+${file.additions}</span> <span class="del-count">−${file.deletions}</span></summary>
 ${content}
+${target && lineCommentForm(view, csrf, target)}
 </details>`;
 }
 
-function diffSection(diff: Diff): Html {
+function diffSection(view: ChangeRequestView, csrf: string, diff: Diff): Html {
   if (diff.files.length === 0) return html`<p class="muted">No changes between the branches.</p>`;
   const chunks = patchPerFile(diff.patch);
   const adds = diff.files.reduce((n, f) => n + f.additions, 0);
   const dels = diff.files.reduce((n, f) => n + f.deletions, 0);
   const open = adds + dels <= OPEN_DIFF_LINES;
   return html`<p>${diff.files.length} ${diff.files.length === 1 ? "file" : "files"} changed, <span class="add-count">+${adds}</span> <span class="del-count">−${dels}</span></p>
-${diff.files.map((file, i) => fileBlock(file, chunks[i], open))}`;
+${diff.files.map((file, i) => fileBlock(view, csrf, file, chunks[i], open))}`;
+}
+
+const stamp = (at: string) => at.slice(0, 16).replace("T", " ");
+
+function commentItem(project: Project, c: CrComment): Html {
+  const where = c.path && html` · <code>${c.path}${c.line ? `:${c.line}` : ""}</code>`;
+  const session = c.session_id
+    ? html`<a href="/dashboard/projects/${project.id}/sessions/${c.session_id}">session ${c.session_id.slice(0, 8)}</a>`
+    : "a removed session";
+  const agent =
+    c.to_agent &&
+    html` · sent to agent → ${session} <span class="badge ${c.delivery ?? ""}">${c.delivery}</span>${
+      c.delivery_error && html` <span class="muted">${c.delivery_error}</span>`
+    }`;
+  return html`<li class="comment" id="comment-${c.id}"><p class="muted"><strong>${c.author}</strong> · <time datetime="${c.created_at}">${stamp(c.created_at)}</time>${where}${
+    c.kind === "resolve" && html` · <span class="badge">resolve conflicts</span>`
+  }${agent}</p><pre class="description">${c.body}</pre></li>`;
+}
+
+function commentsSection(view: ChangeRequestView, csrf: string): Html {
+  const list = part(view.comments, (comments) =>
+    comments.length === 0
+      ? html`<p class="muted">No comments yet.</p>`
+      : html`<ol class="comments">${comments.map((c) => commentItem(view.project, c))}</ol>`,
+  );
+  return html`<section aria-labelledby="comments"><h2 id="comments">Comments</h2>
+${list}
+<form method="post" action="${crPath(view)}/comments" class="comment-box">${csrfField(csrf)}
+<label for="comment-body">Comment</label>
+<textarea id="comment-body" name="body" rows="3" required></textarea>
+${commentButtons(view.cr)}
+<p class="muted">Click a line of the diff to comment on it. Send to agent makes the comment a prompt for the CR's agent, whose push updates this CR.</p>
+</form>
+</section>`;
 }
 
 const mergedLine = (cr: ChangeRequest) =>
@@ -73,9 +129,11 @@ function previewSection(cr: ChangeRequest, preview: MergePreview): Html {
   return html`<p><span class="badge clean">clean</span> a merge commit joins ${cr.head_ref} into ${cr.base_ref}.</p>`;
 }
 
+const crPath = (view: ChangeRequestView) => `/dashboard/projects/${view.project.id}/crs/${view.cr.number}`;
+
 /** SPEC's CR state rules: an open CR merges or closes, a closed one reopens, a merged one is done. */
 function actions(view: ChangeRequestView, csrf: string): Html {
-  const base = `/dashboard/projects/${view.project.id}/crs/${view.cr.number}`;
+  const base = crPath(view);
   const { status } = view.cr;
   if (status === "merged") return html``;
   if (status === "closed")
@@ -90,6 +148,11 @@ ${shown && html`<input type="hidden" name="head_sha" value="${shown}">`}
 <button type="submit" class="primary">Merge</button>
 </form>
 <form method="post" action="${base}/close">${csrfField(csrf)}<button type="submit">Close</button></form>
+${
+  view.preview.ok &&
+  view.preview.value.conflicts.length > 0 &&
+  html`<form method="post" action="${base}/resolve">${csrfField(csrf)}<button type="submit">Resolve conflicts</button></form>`
+}
 </div>`;
 }
 
@@ -116,6 +179,7 @@ ${cr.description && html`<pre class="description">${cr.description}</pre>`}
 ${cr.status === "merged" ? mergedLine(cr) : part(view.preview, (p) => previewSection(cr, p))}
 ${actions(view, csrf)}
 </section>
-<section aria-labelledby="changes"><h2 id="changes">Changes</h2>${part(view.diff, diffSection)}</section>`,
+${commentsSection(view, csrf)}
+<section aria-labelledby="changes"><h2 id="changes">Changes</h2>${part(view.diff, (diff) => diffSection(view, csrf, diff))}</section>`,
   });
 }

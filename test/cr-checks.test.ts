@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ChangeRequest } from "../protocol/change-request.ts";
+import { CheckRunList } from "../protocol/cr-check.ts";
+import { call } from "./support/api-server.ts";
+import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
+import { landOnDefault } from "./support/land.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+import { waitFor } from "./support/wait.ts";
+
+const SECRET = "s3cret-value-checks";
+
+/** The checks svc.toml names on the default branch: the repository's own script decides. */
+const MANIFEST = `[[checks]]
+name = "rules"
+run = "sh check.sh"
+timeout = 60
+`;
+/** Each of x.txt and y.txt is fine alone; both together break the rule. */
+const RULE = `echo "checking with $CHECK_SECRET"
+if [ -f x.txt ] && [ -f y.txt ]; then echo "x.txt and y.txt together break the build"; exit 3; fi
+echo ok
+`;
+
+/**
+ * CR checks on the real API, Docker and sandboxes: each new head of an open CR runs the default branch's
+ * [[checks]] in a sandbox of its own on the commit its merge would make; a failing check blocks the merge (409)
+ * until a fix passes; the merge queue merges green CRs one at a time per base and re-checks each on the base it
+ * will land on, so two CRs green alone never make a red main.
+ */
+describe("CR checks, the merge gate and the merge queue (real sandboxes)", () => {
+  let sp: SandboxedProject;
+  let repo: WorkRepo;
+  const crs = () => `/v1/projects/${sp.project.id}/change-requests`;
+  const api = (method: string, path: string, body?: unknown) =>
+    call(sp.api.url, method, `${crs()}${path}`, { token: sp.user.token, body });
+  const cr = async (n: number) => ChangeRequest.parse((await api("GET", `/${n}`)).body.change_request);
+  const checks = async (n: number) => CheckRunList.parse((await api("GET", `/${n}/checks`)).body);
+  const settled = (n: number, head: string) =>
+    waitFor(
+      `CR #${n}'s checks of ${head.slice(0, 8)} finished`,
+      async () => {
+        const runs = await checks(n);
+        return runs.length > 0 && runs.every((r) => r.head_sha === head && r.finished_at !== null) && runs;
+      },
+      { timeoutMs: 120_000 },
+    );
+  const open = async (branch: string, title: string) => {
+    const opened = await api("POST", "", { title, head_ref: branch });
+    expect(opened.status, JSON.stringify(opened.body)).toBe(201);
+    return opened.body.number as number;
+  };
+
+  beforeAll(async () => {
+    sp = await startSandboxedProject("Checked", {}, { background: true });
+    repo = await workRepo(authedUrl(sp.project.repo_url, sp.user.token));
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.checkout("main", { create: true, from: "origin/main" });
+    await repo.commit("checks", { "svc.toml": MANIFEST });
+    await landOnDefault(sp.api.url, sp.user.token, sp.project.id, repo, "add checks");
+    const secret = await call(sp.api.url, "PUT", `/v1/projects/${sp.project.id}/secrets`, {
+      token: sp.user.token,
+      body: { secrets: { CHECK_SECRET: SECRET } },
+    });
+    expect(secret.status).toBe(200);
+  }, 300_000);
+  afterAll(async () => {
+    await sp?.close();
+  });
+
+  it("a failing check blocks the merge with 409, its log kept with secrets masked; a fix passes and merges", async () => {
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.checkout("rule", { create: true, from: "origin/main" });
+    const broken = await repo.commit("a rule that fails", {
+      "check.sh": `echo "checking with $CHECK_SECRET"\necho boom >&2\nexit 1\n`,
+    });
+    expect((await repo.push("rule")).code).toBe(0);
+    const n = await open("rule", "The rule");
+
+    const [failed] = await settled(n, broken);
+    expect(failed).toMatchObject({ name: "rules", status: "failed", exit_code: 1, head_sha: broken });
+    expect(failed!.log).toContain("boom");
+    expect(failed!.log).not.toContain(SECRET);
+    expect(await cr(n)).toMatchObject({ checks_status: "failed", mergeable: false });
+    const refused = await api("POST", `/${n}/merge`, {});
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe("CHECKS_NOT_PASSED");
+    expect(refused.body.error).toContain("rules (failed)");
+    // A check's sandbox runs under a session of its own, never listed with the agents'.
+    expect((await sp.sessions()).body.sessions ?? (await sp.sessions()).body).toEqual([]);
+
+    const fixed = await repo.commit("the real rule", { "check.sh": RULE });
+    expect((await repo.push("rule")).code).toBe(0);
+    const [passed] = await settled(n, fixed);
+    expect(passed).toMatchObject({ status: "passed", exit_code: 0 });
+    expect(passed!.log).toContain("ok");
+    expect(await cr(n)).toMatchObject({ checks_status: "passed", mergeable: true });
+    const merged = await api("POST", `/${n}/merge`, {});
+    expect(merged.status, JSON.stringify(merged.body)).toBe(200);
+  }, 300_000);
+
+  it("the merge queue merges green CRs one at a time and catches two that break main together", async () => {
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    const branches: Record<string, number> = {};
+    for (const file of ["x", "y"]) {
+      await repo.checkout(`add-${file}`, { create: true, from: "origin/main" });
+      await repo.commit(`add ${file}`, { [`${file}.txt`]: `${file}\n` });
+      expect((await repo.push(`add-${file}`)).code).toBe(0);
+      branches[file] = await open(`add-${file}`, `Add ${file}`);
+    }
+    const [x, y] = [branches.x!, branches.y!];
+    // Both green alone, on today's main.
+    for (const n of [x, y]) await settled(n, (await cr(n)).head_commit_sha!);
+    expect((await cr(x)).checks_status).toBe("passed");
+    expect((await cr(y)).checks_status).toBe("passed");
+
+    for (const n of [x, y]) {
+      const queued = await api("POST", `/${n}/merge`, { auto: true });
+      expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+      expect(queued.body.auto_merge).toBe(true);
+    }
+    await waitFor("x merged", async () => (await cr(x)).status === "merged", { timeoutMs: 60_000 });
+    // y was green on the old main: on the main it would land on, its checks run again and fail.
+    const out = await waitFor(
+      "y taken out of the queue",
+      async () => {
+        const now = await cr(y);
+        return !now.auto_merge && now.auto_merge_note !== null && now;
+      },
+      { timeoutMs: 120_000 },
+    );
+    expect(out.status).toBe("open");
+    expect(out.auto_merge_note).toContain("'rules' failed");
+    const [rerun] = await checks(y);
+    expect(rerun).toMatchObject({ status: "failed", exit_code: 3 });
+    expect(rerun!.base_sha).toBe((await cr(x)).merge_commit_sha);
+    expect(rerun!.log).toContain("x.txt and y.txt together break the build");
+    // main holds x alone.
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    const tree = await repo.git(["ls-tree", "--name-only", "origin/main"]);
+    expect(tree.stdout.split("\n")).toContain("x.txt");
+    expect(tree.stdout.split("\n")).not.toContain("y.txt");
+  }, 300_000);
+});
