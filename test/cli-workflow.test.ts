@@ -112,7 +112,7 @@ describe("the svc CLI against a real API: login, hosts, projects, init, ship and
     expect(opened.code, opened.stderr).toBe(0);
     expect(opened.stdout.trim()).toBe("#1");
     const ls = await run(["cr", "ls"]);
-    expect(ls.stdout.trim()).toBe("#1\topen\tfeature -> main\tAdd feature");
+    expect(ls.stdout.trim()).toBe("#1\topen\tfeature -> main\tAdd feature\t-");
     const show = await run(["cr", "show", "#1"]);
     expect(show.stdout).toContain("preview:  clean, fast-forward");
     const json = JSON.parse((await run(["cr", "info", "1", "--json"])).stdout);

@@ -121,7 +121,7 @@ export function createFeedback(deps: FeedbackDeps) {
         return handoff(created.session_id, () => started(project, created.session_id));
       }
       if (session.status !== "running" && !STARTING_STATUSES.includes(session.status))
-        void 0;
+        await sessions.restart(project, session.session_id);
       return handoff(session.session_id, () => send(project, session.session_id, prompt));
     },
   };

@@ -30,7 +30,7 @@ export async function advanceMergeQueue(deps: MergeQueueDeps): Promise<void> {
     if (!project) continue;
     const cr = await deps.changeRequests.record(project, entry.cr_id);
     const [shown] = await deps.review.present(project, [cr]);
-    if (!shown || shown.status !== "open") continue;
+    if (shown?.status !== "open") continue;
     const out = async (note: string) => {
       await deps.crStore.setAutoMerge(cr.cr_id, { note });
       deps.log("a CR left the merge queue", { cr: cr.cr_id, number: cr.number, note });

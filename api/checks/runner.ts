@@ -22,6 +22,8 @@ export type CheckRunnerDeps = {
   log: (msg: string, extra?: Record<string, unknown>) => void;
 };
 
+const SUPERSEDED = "[stopped: the CR's head or base moved on, and its checks run again there]";
+
 /** What became of a run: finished, or back in the queue (no room under the session cap). */
 export type RunOutcome = { finished: StoredRun | undefined } | { requeued: true };
 
@@ -40,6 +42,8 @@ export async function runCheck(
   project: Project,
   cr: ChangeRequestRecord,
   run: StoredRun,
+  /** Aborted when the CR's head or base moved on: the run checks what can no longer merge. */
+  superseded: AbortSignal,
 ): Promise<RunOutcome> {
   let output = "";
   let dropped = 0;
@@ -74,6 +78,7 @@ export async function runCheck(
       timeoutMs: deps.startTimeoutMs,
       signal: new AbortController().signal,
     });
+    if (superseded.aborted) return { finished: await finish("error", null, SUPERSEDED) };
     if (started.status !== "running") {
       return {
         finished: await finish("error", null, `the check's sandbox did not start: ${started.error ?? started.status}`),
@@ -92,6 +97,8 @@ export async function runCheck(
       timedOut = true;
       exec.close();
     }, run.timeout_s * 1000);
+    const stop = () => exec.close();
+    superseded.addEventListener("abort", stop, { once: true });
     let written = output;
     const flush = setInterval(() => {
       if (output === written) return;
@@ -100,6 +107,8 @@ export async function runCheck(
     }, LOG_FLUSH_MS);
     try {
       for await (const { data } of exec.output) {
+        // The first words go out at once: they say the check started.
+        if (!output) void deps.store.setLog(run.run_id, mask(data.toString("utf8"))).catch(() => {});
         output += mask(data.toString("utf8"));
         if (output.length > CHECK_LOG_MAX) {
           dropped += output.length - CHECK_LOG_MAX;
@@ -109,7 +118,9 @@ export async function runCheck(
     } finally {
       clearTimeout(timer);
       clearInterval(flush);
+      superseded.removeEventListener("abort", stop);
     }
+    if (superseded.aborted) return { finished: await finish("error", null, SUPERSEDED) };
     if (timedOut) return { finished: await finish("failed", null, `[timed out after ${run.timeout_s} s]`) };
     const code = await exec.exitCode();
     return { finished: await finish(code === 0 ? "passed" : "failed", code) };

@@ -44,6 +44,8 @@ export function startCheckScheduler(deps: CheckSchedulerDeps): () => void {
   let stopped = false;
   /** The (head, base) last queued per CR: a sweep writes only what moved. */
   const queued = new Map<string, string>();
+  /** This process's runs in flight, each stoppable when its CR moves on. */
+  const inFlight = new Map<string, { crId: string; pair: string; abort: AbortController }>();
 
   async function queueProject(project: Project): Promise<void> {
     const checks = await deps.review.checksOf(project);
@@ -52,6 +54,8 @@ export function startCheckScheduler(deps: CheckSchedulerDeps): () => void {
       const { head_commit_sha: head, base_commit_sha: base } = cr;
       if (!head || !base || queued.get(cr.cr_id) === `${head}:${base}`) continue;
       await deps.store.dropSuperseded(cr.cr_id, head, base);
+      for (const running of inFlight.values())
+        if (running.crId === cr.cr_id && running.pair !== `${head}:${base}`) running.abort.abort();
       await deps.store.enqueue(cr, head, base, checks);
       queued.set(cr.cr_id, `${head}:${base}`);
     }
@@ -71,7 +75,11 @@ export function startCheckScheduler(deps: CheckSchedulerDeps): () => void {
       await deps.store.finish(run.run_id, { status: "error", exitCode: null, log: "the CR is no longer open" });
       return "done";
     }
-    const outcome = await runCheck(deps.runner, project, cr, run);
+    const abort = new AbortController();
+    inFlight.set(run.run_id, { crId: cr.cr_id, pair: `${run.head_sha}:${run.base_sha}`, abort });
+    const outcome = await runCheck(deps.runner, project, cr, run, abort.signal).finally(() =>
+      inFlight.delete(run.run_id),
+    );
     if ("requeued" in outcome) return "requeued";
     if (outcome.finished) {
       await afterRun(project, cr, outcome.finished).catch((err: Error) =>

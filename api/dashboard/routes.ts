@@ -8,6 +8,7 @@ import { TriggerParams } from "../../protocol/trigger.ts";
 import type { AppService } from "../apps/service.ts";
 import type { CommentService } from "../change-requests/comments.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
+import { shownRun } from "../checks/store.ts";
 import { ApiError } from "../errors.ts";
 import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
@@ -20,6 +21,7 @@ import type { TranscriptStore } from "../sessions/transcript-store.ts";
 import type { TriggerService } from "../triggers/service.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
 import { cliLoginRoutes } from "./cli-login.ts";
+import { crCheckPages } from "./cr-check-pages.ts";
 import { crCommentPages } from "./cr-comment-pages.ts";
 import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
@@ -102,12 +104,13 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
     lineTarget?: LineTarget,
   ): Promise<ChangeRequestView> {
     const cr = await deps.changeRequests.get(project, crId);
-    const [preview, diff, comments] = await Promise.all([
+    const [preview, diff, comments, checks] = await Promise.all([
       settle(deps.changeRequests.preview(project, cr.cr_id)),
       settle(deps.changeRequests.diff(project, cr.cr_id)),
       settle(deps.comments.list(project, cr.cr_id)),
+      settle(deps.changeRequests.checks(project, cr.cr_id).then((runs) => runs.map(shownRun))),
     ]);
-    return { project, cr, preview, diff, refusal: refused, comments, lineTarget };
+    return { project, cr, preview, diff, refusal: refused, comments, checks, lineTarget };
   }
 
   function renderError(err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) {
@@ -275,6 +278,12 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
         ...deps,
         renderCr: async (project, crId, csrf, refused, lineTarget) =>
           changeRequestPage(await crView(project, crId, refused, lineTarget), csrf),
+      }),
+    );
+    await app.register(
+      crCheckPages({
+        ...deps,
+        renderCr: async (project, crId, csrf, refused) => changeRequestPage(await crView(project, crId, refused), csrf),
       }),
     );
     await app.register(cliLoginRoutes(deps));

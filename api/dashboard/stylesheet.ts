@@ -66,5 +66,12 @@ ol.comments { list-style: none; margin: 0 0 1rem; padding: 0; }
 .comment p { margin: 0; font-size: 13px; }
 .comment pre { margin: .25rem 0 0; }
 .badge.delivered { background: #dafbe1; color: #116329; }
+ul.checks { list-style: none; margin: 0; padding: 0; }
+.check details { border-bottom: 1px solid #eaeef2; padding: .35rem 0; }
+.check summary { cursor: pointer; overflow-wrap: anywhere; }
+pre.check-log { max-height: 30rem; overflow: auto; margin: .4rem 0; padding: .5rem; background: #f6f8fa; border-radius: 6px; white-space: pre-wrap; overflow-wrap: anywhere; }
+.badge.passed { background: #dafbe1; color: #116329; }
+.badge.pending, .badge.queued { background: #fff8c5; color: #7d4e00; }
+button:disabled { cursor: not-allowed; opacity: .6; }
 @media (max-width: 40rem) { main { padding: .5rem; } section { padding: .5rem; } th, td { padding: .25rem; } }
 `;

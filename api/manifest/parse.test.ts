@@ -95,7 +95,16 @@ describe("parseManifest", () => {
 
   it("gives the empty default for an empty file", () => {
     expect(parseManifest("")).toEqual({
-      manifest: { project: {}, agent: { config_dir: ".svc/agent" }, sandbox: {}, env: {}, triggers: [], apps: [] },
+      manifest: {
+        project: {},
+        agent: { config_dir: ".svc/agent" },
+        sandbox: {},
+        env: {},
+        triggers: [],
+        apps: [],
+        checks: [],
+        review: { fix_checks: false, max_fix_rounds: 3 },
+      },
     });
   });
 
@@ -161,5 +170,24 @@ describe("parseManifest", () => {
     for (const bad of ["*", "*.", "https://example.com", "exa mple.com", "example.com:0", "[::1]:80", "*.10.0.0.1"]) {
       expect(egress(JSON.stringify([bad])), bad).toMatchObject({ error: { key: "sandbox.egress[0]", line: 2 } });
     }
+  });
+
+  it("reads [[checks]] and [review]; a check without run, a timeout of 0 or a duplicate name is refused at its line", () => {
+    const good = parseManifest('[[checks]]\nname = "unit"\nrun = "npm test"\n\n[review]\nfix_checks = true\n');
+    expect(good).toMatchObject({
+      manifest: {
+        checks: [{ name: "unit", run: "npm test", timeout: 600 }],
+        review: { fix_checks: true, max_fix_rounds: 3 },
+      },
+    });
+    expect(errorOf('[[checks]]\nname = "unit"\n')).toMatchObject({ key: "checks[0].run" });
+    expect(errorOf('[[checks]]\nname = "unit"\nrun = "  "\n').message).toContain("give the command the check runs");
+    expect(errorOf('[[checks]]\nname = "unit"\nrun = "x"\ntimeout = 0\n')).toMatchObject({
+      key: "checks[0].timeout",
+      line: 4,
+    });
+    expect(errorOf('[[checks]]\nname = "a"\nrun = "x"\n[[checks]]\nname = "a"\nrun = "y"\n').message).toContain(
+      "duplicate check name 'a'",
+    );
   });
 });

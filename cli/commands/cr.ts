@@ -16,6 +16,7 @@ import { findLink } from "../link-file.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
 import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable, useColor } from "../table.ts";
+import { checksCell, checksCommand, reviewLines, setAutoMerge } from "./cr-checks.ts";
 import { reviewCommands } from "./cr-review.ts";
 
 function describePreview(p: MergePreview): string {
@@ -38,6 +39,7 @@ function printCr(cr: ChangeRequest, preview?: MergePreview): void {
   if (cr.status === "merged") lines.push(`merged:   ${cr.merged_at} as ${cr.merge_commit_sha}`);
   if (cr.status === "closed") lines.push(`closed:   ${cr.closed_at}`);
   if (preview) lines.push(`preview:  ${describePreview(preview)}`);
+  lines.push(...reviewLines(cr));
   if (cr.description) lines.push("", cr.description);
   printLine(lines.join("\n"));
 }
@@ -133,8 +135,15 @@ export function crCommand(): Command {
       if (opts.json) return printJson(change_requests);
       if (change_requests.length === 0) return info(`no ${status === "all" ? "" : `${status} `}change requests`);
       printTable(
-        change_requests.map((c) => [`#${c.number}`, c.status, `${c.head_ref} -> ${c.base_ref}`, c.title]),
-        { header: ["CR", "STATUS", "BRANCHES", "TITLE"] },
+        // CHECKS comes last: the columns scripts cut by position stay where they were.
+        change_requests.map((c) => [
+          `#${c.number}`,
+          c.status,
+          `${c.head_ref} -> ${c.base_ref}`,
+          c.title,
+          checksCell(c),
+        ]),
+        { header: ["CR", "STATUS", "BRANCHES", "TITLE", "CHECKS"] },
       );
     });
 
@@ -210,7 +219,7 @@ export function crCommand(): Command {
     });
 
   cr.command("merge")
-    .description("merge an open change request")
+    .description("merge an open change request, or (--auto) queue it to merge once its checks pass")
     .argument("<cr>", "number (3 or #3) or id")
     .option("--message <text>", "merge commit message (default: Merge CR #<n>: <title>)")
     .option(
@@ -218,14 +227,27 @@ export function crCommand(): Command {
       "merge only if the head is still this commit (default: the head as this command reads it)",
       parseCommitSha,
     )
+    // The queue merges whatever head passes its checks, with its own message: neither flag means anything there.
+    .addOption(
+      new Option("--auto", "merge by itself once its checks pass and nothing conflicts (the merge queue)").conflicts([
+        "message",
+        "matchHeadCommit",
+      ]),
+    )
+    .addOption(
+      new Option("--cancel-auto", "take it out of the merge queue").conflicts(["auto", "message", "matchHeadCommit"]),
+    )
     .addOption(projectOption())
     .option("--json", "output JSON")
     .action(async (ref: string, _o, cmd: Command) => {
       const id = parseCrRef(ref);
-      const { opts, ctx, path } = projectCommand<{ message?: string; matchHeadCommit?: string }>(
-        cmd,
-        "change-requests",
-      );
+      const { opts, ctx, path } = projectCommand<{
+        message?: string;
+        matchHeadCommit?: string;
+        auto?: boolean;
+        cancelAuto?: boolean;
+      }>(cmd, "change-requests");
+      if (opts.auto || opts.cancelAuto) return setAutoMerge(ctx, path, id, Boolean(opts.auto), opts.json);
       // The head named is the one merged, or nothing: commits pushed after it was read never land unseen.
       const headSha = opts.matchHeadCommit ?? (await get(ctx, path(`/${id}`))).head_commit_sha ?? undefined;
       const merged = await ctx.client.request("POST", path(`/${id}/merge`), ChangeRequest, {
@@ -255,5 +277,6 @@ export function crCommand(): Command {
       });
   }
   reviewCommands(cr);
+  checksCommand(cr);
   return cr;
 }

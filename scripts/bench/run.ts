@@ -1,5 +1,6 @@
 // `npm run bench`: figures as ratios against baselines measured in the same run; exits 1 when a target is missed.
 import postgres from "postgres";
+import { benchChecks } from "./checks.ts";
 import { benchCliStart } from "./cli-start.ts";
 import { benchCrRead } from "./cr-read.ts";
 import { benchDaemonProxy } from "./daemon-proxy.ts";
@@ -25,6 +26,7 @@ const ALONE: Record<string, () => Promise<Figures>> = {
   "cli-sessions": benchCliSessions,
   sessions: benchSessionStart,
   resume: benchResume,
+  checks: benchChecks,
   transcript: async () => {
     const figures = [await benchTranscriptRead("pglite"), await benchTranscriptRead("postgres")];
     return { ok: figures.every((f) => f.ok), lines: figures.map((f) => f.line) };

@@ -36,6 +36,7 @@ export const API_TIER = [
   "test/cli-output.test.ts",
   "test/cli-terminal.test.ts",
   "test/cli-workflow.test.ts",
+  "test/cr-checks-cli.test.ts", // the API with no check scheduler, its runs seeded through its store; the real CLI
   "test/cr-closed-refresh.test.ts",
   "test/cr-comments.test.ts", // the API with a session service over a driver that runs no sandbox, the real CLI
   "test/daemon-proxy.test.ts",
@@ -77,6 +78,7 @@ export const DOCKER_TIER = [
   "test/cli-self-host.test.ts", // svc self-host start: an API on the Docker engine
   "test/cluster.test.ts",
   "test/cr-review-loop.test.ts", // one sandbox stack, the real opencode with a scripted model, Chromium
+  "test/dashboard-cr-checks.test.ts", // Chromium
   "test/dashboard-session.test.ts",
   "test/dashboard.test.ts", // Chromium
   "test/install.test.ts", // README's first command: setup, npm ci, a stack on the Docker engine

@@ -1,10 +1,12 @@
 import type { ChangeRequest, Diff, DiffFile, MergePreview } from "../../../protocol/change-request.ts";
+import type { CheckRun } from "../../../protocol/cr-check.ts";
 import type { CrComment } from "../../../protocol/cr-comment.ts";
 import type { Project } from "../../../protocol/project.ts";
 import { numberedLines, type PatchLine, patchPerFile } from "../../git/diff-lines.ts";
 import { type Html, html } from "../html.ts";
 import { csrfField, layout } from "../layout.ts";
 import type { Part } from "../part.ts";
+import { autoMergeForm, autoMergeState, checksSection, mergeButton } from "./cr-checks.ts";
 
 export type ChangeRequestView = {
   project: Project;
@@ -14,6 +16,8 @@ export type ChangeRequestView = {
   /** Why the last action was refused (a 409), in words. */
   refusal?: string;
   comments: Part<CrComment[]>;
+  /** The checks of the CR's current head and base. */
+  checks: Part<CheckRun[]>;
   /** The diff line whose comment form is open: the one a person clicked. */
   lineTarget?: LineTarget;
 };
@@ -145,8 +149,9 @@ function actions(view: ChangeRequestView, csrf: string): Html {
 ${shown && html`<input type="hidden" name="head_sha" value="${shown}">`}
 <label for="merge-message">Merge message (optional)</label>
 <textarea id="merge-message" name="message" rows="2" placeholder="Merge CR #${view.cr.number}: ${view.cr.title}"></textarea>
-<button type="submit" class="primary">Merge</button>
+${mergeButton(view.cr)}
 </form>
+${autoMergeForm(base, view.cr, csrf)}
 <form method="post" action="${base}/close">${csrfField(csrf)}<button type="submit">Close</button></form>
 ${
   view.preview.ok &&
@@ -175,8 +180,10 @@ ${view.refusal && html`<p class="notice error" role="alert">${view.refusal}</p>`
     }${cr.origin_session_id && html` · from session <a href="/dashboard/projects/${project.id}/sessions/${cr.origin_session_id}">${cr.origin_session_id.slice(0, 8)}</a>`}</p>
 ${cr.description && html`<pre class="description">${cr.description}</pre>`}
 </section>
+${checksSection(crPath(view), cr, view.checks)}
 <section aria-labelledby="merge"><h2 id="merge">Merge</h2>
 ${cr.status === "merged" ? mergedLine(cr) : part(view.preview, (p) => previewSection(cr, p))}
+${autoMergeState(cr)}
 ${actions(view, csrf)}
 </section>
 ${commentsSection(view, csrf)}
