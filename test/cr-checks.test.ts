@@ -2,9 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChangeRequest } from "../protocol/change-request.ts";
 import { CheckRunList } from "../protocol/cr-check.ts";
 import { call } from "./support/api-server.ts";
+import { svc } from "./support/cli.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+import { startScriptedLlm } from "./support/scripted-llm.ts";
 import { waitFor } from "./support/wait.ts";
 
 const SECRET = "s3cret-value-checks";
@@ -14,10 +16,15 @@ const MANIFEST = `[[checks]]
 name = "rules"
 run = "sh check.sh"
 timeout = 60
+
+[review]
+fix_checks = true
+max_fix_rounds = 1
 `;
 /** Each of x.txt and y.txt is fine alone; both together break the rule. */
 const RULE = `echo "checking with $CHECK_SECRET"
 if [ -f x.txt ] && [ -f y.txt ]; then echo "x.txt and y.txt together break the build"; exit 3; fi
+if [ -f broken.txt ]; then echo "broken.txt must not exist"; exit 4; fi
 echo ok
 `;
 
@@ -30,6 +37,7 @@ echo ok
 describe("CR checks, the merge gate and the merge queue (real sandboxes)", () => {
   let sp: SandboxedProject;
   let repo: WorkRepo;
+  let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
   const crs = () => `/v1/projects/${sp.project.id}/change-requests`;
   const api = (method: string, path: string, body?: unknown) =>
     call(sp.api.url, method, `${crs()}${path}`, { token: sp.user.token, body });
@@ -51,7 +59,26 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
   };
 
   beforeAll(async () => {
-    sp = await startSandboxedProject("Checked", {}, { background: true });
+    llm = await startScriptedLlm([
+      {
+        when: 'The check "rules" of CR',
+        steps: [
+          {
+            tool: "bash",
+            args: {
+              command: "git rm -q broken.txt && git commit -qm 'remove broken.txt' && git push -q origin HEAD",
+              description: "fix the failing check",
+            },
+          },
+          { text: "Fixed." },
+        ],
+      },
+    ]);
+    sp = await startSandboxedProject(
+      "Checked",
+      { llm: { baseUrl: llm.url, apiKey: "checks", model: "scripted" } },
+      { background: true },
+    );
     repo = await workRepo(authedUrl(sp.project.repo_url, sp.user.token));
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.checkout("main", { create: true, from: "origin/main" });
@@ -65,6 +92,7 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
   }, 300_000);
   afterAll(async () => {
     await sp?.close();
+    llm?.close();
   });
 
   it("a failing check blocks the merge with 409, its log kept with secrets masked; a fix passes and merges", async () => {
@@ -139,5 +167,49 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     const tree = await repo.git(["ls-tree", "--name-only", "origin/main"]);
     expect(tree.stdout.split("\n")).toContain("x.txt");
     expect(tree.stdout.split("\n")).not.toContain("y.txt");
+  }, 300_000);
+
+  it("[review] fix_checks: a failed check of the agent's own CR goes back to it, and its fix updates the same CR", async () => {
+    const created = await sp.sessions("", "POST", {});
+    expect(created.status).toBe(201);
+    const id = created.body.session_id as string;
+    await waitFor("the agent's session running", async () => (await sp.sessions(`/${id}`)).body.status === "running", {
+      timeoutMs: 120_000,
+    });
+    const opened = await svc(
+      [
+        "sessions",
+        "exec",
+        id,
+        "--",
+        "sh",
+        "-c",
+        "echo oops > broken.txt && git add broken.txt && git commit -qm broken && git push -q origin HEAD && svc cr open --title 'Agent work' --json",
+      ],
+      { env: sp.cliEnv },
+    );
+    expect(opened.code, opened.stderr).toBe(0);
+    const { number, head_commit_sha: broken } = JSON.parse(opened.stdout);
+    expect((await cr(number)).origin_session_id).toBe(id);
+    const [failed] = await settled(number, broken);
+    expect(failed).toMatchObject({ status: "failed", exit_code: 4 });
+
+    // The agent read the check's name, its command and the end of its log, then pushed its fix to the same CR.
+    const prompt = await waitFor("the failed check reaching the agent's model", async () =>
+      llm.turns().find((t) => t.includes('The check "rules" of CR')),
+    );
+    expect(prompt).toContain("sh check.sh");
+    expect(prompt).toContain("broken.txt must not exist");
+    const fixed = await waitFor(
+      "the agent's fix on the CR",
+      async () => {
+        const now = await cr(number);
+        return now.head_commit_sha !== broken && now.head_commit_sha !== null && now.head_commit_sha;
+      },
+      { timeoutMs: 120_000 },
+    );
+    const [passed] = await settled(number, fixed);
+    expect(passed).toMatchObject({ status: "passed" });
+    expect(await cr(number)).toMatchObject({ status: "open", checks_status: "passed", mergeable: true });
   }, 300_000);
 });

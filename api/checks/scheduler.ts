@@ -62,7 +62,8 @@ export function startCheckScheduler(deps: CheckSchedulerDeps): () => void {
   }
 
   async function afterRun(project: Project, cr: ChangeRequestRecord, run: StoredRun): Promise<void> {
-    if (run.status !== "failed") return;
+    // Only an agent's own CR: a person's CR never starts an agent by itself.
+    if (run.status !== "failed" || !cr.origin_session_id) return;
     const { review } = (await deps.manifests.read(project)).manifest;
     if (!review.fix_checks || !(await deps.crStore.takeFixRound(cr.cr_id, review.max_fix_rounds))) return;
     await deps.sendToAgent(project, cr, failedCheckPrompt(cr, run));
