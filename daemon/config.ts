@@ -25,6 +25,7 @@ const Env = z.object({
   SVC_PROJECT_AUTO_CLONE: flag,
   SVC_BOOTSTRAP_AGENT_SESSION: flag,
   SVC_POOLED: flag,
+  SVC_AGENT_RUNTIME: z.enum(["0", "1"]).default("1"),
   SVC_INITIAL_PROMPT: z.string().optional(),
   SVC_AGENT_NAME: z.string().default("build"),
   SVC_AGENT_MODEL: z.string().optional(),
@@ -75,6 +76,8 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
     autoClone: e.SVC_PROJECT_AUTO_CLONE === "1",
     /** A warm-pool sandbox: its workspace comes from the orchestrator (POST /svc/pool/seed), a session claims it. */
     pooled: e.SVC_POOLED === "1",
+    /** False for a sandbox that only runs commands (a CR's check): its agent runtime would cost a boot for nothing. */
+    agentRuntime: e.SVC_AGENT_RUNTIME === "1",
     baseRef: e.SVC_BASE_REF,
     bootstrapPrompt: e.SVC_BOOTSTRAP_AGENT_SESSION === "1" ? e.SVC_INITIAL_PROMPT : undefined,
     agentName: e.SVC_AGENT_NAME,

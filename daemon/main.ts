@@ -294,7 +294,7 @@ async function daemon(): Promise<void> {
       }
     }
   }
-  if (config.pooled) return;
+  if (config.pooled || !config.agentRuntime) return;
   runtime.start();
   await runtime.whenReady();
   restored = resumeOrBootstrap();

@@ -26,6 +26,8 @@ export const SandboxEnv = {
   modelTimeout: "SVC_MODEL_TIMEOUT_S",
   /** Not SPEC's: marks a warm-pool sandbox, seeded and warmed before a session claims it. */
   pooled: "SVC_POOLED",
+  /** Not SPEC's: "0" for a sandbox that runs commands only (a CR's check): no agent runtime is started. */
+  agentRuntime: "SVC_AGENT_RUNTIME",
 } as const;
 
 /** What a claim adds to a pooled sandbox's environment: the rest is the same for every session of the project. */

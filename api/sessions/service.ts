@@ -148,6 +148,7 @@ export function createSessionService(deps: SessionServiceDeps) {
       void provisioner.provision(project, created.session, {
         cutBranch: !options.branch,
         startSha: options.check?.startSha,
+        commandsOnly: options.check !== undefined,
       });
       return created.session;
     },

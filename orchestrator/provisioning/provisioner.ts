@@ -1,5 +1,5 @@
 import { hashSecret, newSecret } from "../../protocol/credential.ts";
-import { CLAIMED_ENV, SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
+import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
 import { hostUrlForSandbox } from "../../protocol/host-firewall.ts";
 import type { Project } from "../../protocol/project.ts";
 import { redact } from "../../protocol/redact.ts";
@@ -43,7 +43,12 @@ export type ProvisionerSettings = {
  * `cutBranch`: the session's branch is made for it, at the base's tip or at `startSha` (a check's commit); a pooled
  * sandbox still serves, its workspace at the base until the session fetches its branch.
  */
-export type ProvisionOptions = { cutBranch: boolean; startSha?: string };
+export type ProvisionOptions = {
+  cutBranch: boolean;
+  startSha?: string;
+  /** A sandbox that only runs commands (a CR's check): a cold one starts no agent runtime. */
+  commandsOnly?: boolean;
+};
 
 export type ProvisionerDeps = {
   records: SandboxRecords;
@@ -212,6 +217,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
         sandboxId: member?.sandboxId,
       });
       const env = envFor(project, session, { serviceKey, cliToken: token.token, secrets }, egress);
+      if (options.commandsOnly) env[SandboxEnv.agentRuntime] = "0";
       if (member) {
         await records.updateSandbox(sandboxId, {
           image: member.image,

@@ -39,7 +39,7 @@ async function poll() {
       window.location.reload();
       return false;
     }
-
+    swap(answer.html);
     showMerge(answer.merge_blocked);
     return answer.live;
   } catch {
