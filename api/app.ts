@@ -7,6 +7,7 @@ import { type BackgroundWorkOptions, createOrchestrator, type Orchestrator } fro
 import type { ProvisionerSettings } from "../orchestrator/provisioning/provisioner.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createTriggerScheduler } from "../orchestrator/triggers/scheduler.ts";
+import { createForwarder } from "../protocol/http-forward.ts";
 import { GIT_MAX_PUSH_MB_DEFAULT } from "../protocol/stack-settings.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
@@ -53,7 +54,6 @@ import { createRepositories } from "./git/repositories.ts";
 import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
-import { createForwarder } from "./http/forward.ts";
 import { createLogger } from "./http/logger.ts";
 import { registerInputChecks } from "./http/validate.ts";
 import { createCliBundleSource, defaultCliBundlePath } from "./install/cli-bundle.ts";

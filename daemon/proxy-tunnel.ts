@@ -1,10 +1,10 @@
-import { connect, type Socket } from "node:net";
+import type { Socket } from "node:net";
 import type { TunnelHead } from "../protocol/http-head.ts";
+import { type Admitted, tunnelConnection } from "../protocol/http-tunnel.ts";
 import type { ContextCheck } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse } from "./errors.ts";
 import { isPageNavigation, rawWaitingPage } from "./port-waiting.ts";
 import type { ProxyTarget } from "./proxy-target.ts";
-import { type Admitted, tunnelConnection } from "./tunnel.ts";
 
 export type TunnelDeps = {
   contextHeader: string;
@@ -28,7 +28,10 @@ export function upstreamError(port: number, err: Error): string {
  * forwarded-for headers replaced. Bad or missing contexts and the daemon's own port are left to the full server,
  * which answers them.
  */
-function admit(head: TunnelHead, remote: string, deps: TunnelDeps): Admitted | undefined {
+/** A proxied request, and whether a browser is opening it as a page (what it gets when nothing listens). */
+type ProxyRequest = Admitted & { port: number; navigation: boolean };
+
+function admit(head: TunnelHead, remote: string, deps: TunnelDeps): ProxyRequest | undefined {
   if (!head.target.startsWith("/proxy/")) return undefined;
   const target = deps.target(head.target);
   if (!target || "error" in target) return undefined;
@@ -49,14 +52,10 @@ function admit(head: TunnelHead, remote: string, deps: TunnelDeps): Admitted | u
   kept.push(`host: 127.0.0.1:${target.port}`, `x-forwarded-for: ${remote}`);
   return {
     upstream: String(target.port),
-    connect: () => connect({ port: target.port, host: "127.0.0.1" }),
+    address: { host: "127.0.0.1", port: target.port },
     head: `${head.method} ${target.path} HTTP/1.1\r\n${kept.join("\r\n")}\r\n\r\n`,
-    unreachable: (err) => {
-      const message = upstreamError(target.port, err);
-      return isPageNavigation(head.method, accept, fetchMode)
-        ? rawWaitingPage(message)
-        : rawErrorResponse(daemonError("UPSTREAM_UNAVAILABLE", message));
-    },
+    port: target.port,
+    navigation: isPageNavigation(head.method, accept, fetchMode),
   };
 }
 
@@ -68,6 +67,12 @@ function admit(head: TunnelHead, remote: string, deps: TunnelDeps): Admitted | u
 export function handleConnection(socket: Socket, deps: TunnelDeps): void {
   tunnelConnection(socket, {
     admit: (head, client) => admit(head, client.remoteAddress ?? "", deps),
+    unreachable: (err, request) => {
+      const message = upstreamError(request.port, err);
+      return request.navigation
+        ? rawWaitingPage(message)
+        : rawErrorResponse(daemonError("UPSTREAM_UNAVAILABLE", message));
+    },
     fallback: deps.fallback,
   });
 }

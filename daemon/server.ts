@@ -17,13 +17,13 @@ import {
   PromptBody,
   type RefreshResult,
 } from "../protocol/daemon.ts";
+import { createForwarder } from "../protocol/http-forward.ts";
 import type { RuntimeTranscript } from "../protocol/transcript.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
 import { relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse, sendError, toDaemonError } from "./errors.ts";
-import { createForwarder } from "./forward.ts";
 import { isPageNavigation, sendWaitingPage } from "./port-waiting.ts";
 import { proxyTarget } from "./proxy-target.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
@@ -185,11 +185,12 @@ export function createDaemonServer(deps: ServerDeps) {
         req.headers.accept,
         req.headers["sec-fetch-mode"] as string | undefined,
       );
-      await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", (r, err) =>
-        page
-          ? sendWaitingPage(r, upstreamError(target, err))
-          : sendError(r, daemonError("UPSTREAM_UNAVAILABLE", upstreamError(target, err))),
-      );
+      await forward(req, res, `http://127.0.0.1:${target}`, req.url ?? "/", {
+        unreachable: (r, err) =>
+          page
+            ? sendWaitingPage(r, upstreamError(target, err))
+            : sendError(r, daemonError("UPSTREAM_UNAVAILABLE", upstreamError(target, err))),
+      });
     } catch (err) {
       if (!res.headersSent) sendError(res, toDaemonError(err));
     }

@@ -1,10 +1,10 @@
 import { Agent, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import httpProxy from "http-proxy";
+import type { Forwarder } from "../../protocol/http-forward.ts";
 import { type AuthDeps, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
 import { apiError } from "../errors.ts";
 import { refuseUpgrade, writeError } from "../http/error-handler.ts";
-import type { Forwarder } from "../http/forward.ts";
 import { splitCookies, splitUrl } from "../previews/auth.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
 import { APP_COOKIE, APP_PARAM, verifyAppGrant } from "./app-grant.ts";

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { CommitSha } from "../../protocol/change-request.ts";
+import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { CreateSessionBody, Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
@@ -10,7 +11,6 @@ import type { CommentService } from "../change-requests/comments.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { shownRun } from "../checks/store.ts";
 import { ApiError } from "../errors.ts";
-import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
 import { listSecrets } from "../secrets/listing.ts";

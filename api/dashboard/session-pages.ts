@@ -1,13 +1,13 @@
 import { readFileSync } from "node:fs";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
+import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
 import { Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
 import { TranscriptQuery } from "../../protocol/transcript.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { ApiError } from "../errors.ts";
-import type { Forwarder } from "../http/forward.ts";
 import { parseInput } from "../http/validate.ts";
 import { createPreviewLink, previewOrigins } from "../previews/links.ts";
 import { abortRun, type MessageDeps, relayEvents, sendMessage } from "../sessions/agent.ts";

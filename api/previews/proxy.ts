@@ -2,13 +2,13 @@ import { Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerRespo
 import type { Duplex } from "node:stream";
 import httpProxy from "http-proxy";
 import { z } from "zod";
+import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { TunnelHead } from "../../protocol/http-head.ts";
+import type { Admitted } from "../../protocol/http-tunnel.ts";
 import { PreviewPort } from "../../protocol/preview.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
 import { refuseUpgrade, writeError } from "../http/error-handler.ts";
-import type { Forwarder } from "../http/forward.ts";
-import type { Admitted } from "../http/tunnel.ts";
 import type { SessionAccessDeps } from "../sessions/session-access.ts";
 import { authorizePreview, type PreviewAccess, type PreviewPlace, splitCookies, splitUrl } from "./auth.ts";
 import { PREVIEW_COOKIE, PREVIEW_PARAM } from "./grant.ts";

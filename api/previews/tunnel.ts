@@ -1,10 +1,10 @@
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
 import type { TunnelHead } from "../../protocol/http-head.ts";
+import { type Admitted, type TunnelDeps, tunnelConnection, type UpstreamAddress } from "../../protocol/http-tunnel.ts";
 import { USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
 import { rawErrorResponse } from "../http/error-handler.ts";
-import { type Admitted, type TunnelDeps, tunnelConnection, type UpstreamAddress } from "../http/tunnel.ts";
 import { splitCookies } from "./auth.ts";
 
 /** A sandbox daemon as the tunnel dials it, parsed once per authorization rather than per request. */

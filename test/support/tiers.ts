@@ -25,7 +25,7 @@ export const API_TIER = [
   "api/admin/restore.test.ts", // PGlite
   "api/db/sql.test.ts", // PGlite
   "api/egress/proxy.test.ts", // the proxy and its targets on loopback
-  "api/http/tunnel.test.ts", // the preview tunnel and its upstreams on loopback
+  "protocol/http-tunnel.test.ts", // the tunnel and its upstreams on loopback
   "daemon/server.test.ts", // the daemon's HTTP surface on loopback
   "daemon/warm-up-model.test.ts", // a model endpoint on loopback
   "test/api-auth.test.ts",

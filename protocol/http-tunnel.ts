@@ -1,5 +1,5 @@
 import { connect, type Socket } from "node:net";
-import { FIRST_HEAD_TIMEOUT_MS, HEAD_END, MAX_HEAD, parseHead, type TunnelHead } from "../../protocol/http-head.ts";
+import { FIRST_HEAD_TIMEOUT_MS, HEAD_END, MAX_HEAD, parseHead, type TunnelHead } from "./http-head.ts";
 
 /** A request the tunnel forwards: its upstream (one name per destination), that upstream's address, its new head. */
 export type Admitted = { upstream: string; address: UpstreamAddress; head: string };
@@ -8,17 +8,19 @@ export type UpstreamAddress = { host: string; port: number };
 /** What one read from an upstream takes at most: its answers are copied on from this buffer as they come. */
 const UPSTREAM_READ = 64 * 1024;
 
-export type TunnelDeps = {
+export type TunnelDeps<A extends Admitted = Admitted> = {
   /** The rewritten request, or undefined to leave it (and the connection from then on) to the full server. */
-  admit(head: TunnelHead, socket: Socket): Admitted | undefined | Promise<Admitted | undefined>;
-  /** The raw response for a client whose upstream could not be reached before it answered anything. */
-  unreachable(err: Error, upstream: string): string;
+  admit(head: TunnelHead, socket: Socket): A | undefined | Promise<A | undefined>;
+  /** The raw response for a client whose upstream could not be reached before it answered anything: `admitted`,
+   * the request that opened that upstream connection. */
+  unreachable(err: Error, admitted: A): string;
   /** The full HTTP server's connection handler: everything the fast path does not take. */
   fallback(socket: Socket): void;
 };
 
 /**
- * The API's preview fast path (previews/tunnel.ts). A connection whose requests are all admitted becomes a tunnel
+ * The fast path of the API's previews (api/previews/tunnel.ts) and of the daemon's proxy (daemon/proxy-tunnel.ts):
+ * one mechanism for both ends of a preview. A connection whose requests are all admitted becomes a tunnel
  * to their upstream: each request head is checked and rewritten by `admit`, bodies and every response byte are
  * copied as they come, and nothing is parsed on the way back, since HTTP/1.1 answers in order on the one upstream
  * connection. This costs a fraction of parsing and re-serializing each response.
@@ -28,7 +30,7 @@ export type TunnelDeps = {
  * continues on a new tunnel or on the full HTTP server (`fallback`) from that request on. An `admit` that has to
  * wait (a lookup) holds the connection's reading until it answers; a failed one counts as not admitted.
  */
-export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
+export function tunnelConnection<A extends Admitted>(socket: Socket, deps: TunnelDeps<A>): void {
   let pending: Buffer = Buffer.alloc(0);
   let bodyLeft = 0;
   let upstream: Socket | undefined;
@@ -55,7 +57,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
   }
   const nextReadBuffer = () => (readBuffer ??= Buffer.allocUnsafe(UPSTREAM_READ));
 
-  function openUpstream(admitted: Admitted): Socket {
+  function openUpstream(admitted: A): Socket {
     const up = connect({ ...admitted.address, onread: { buffer: nextReadBuffer, callback: relay } });
     up.setNoDelay(true);
     upstreamKey = admitted.upstream;
@@ -65,7 +67,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
     });
     up.on("error", (err) => {
       if (up !== upstream) return;
-      if (!upstreamAnswered && !socket.destroyed) socket.end(deps.unreachable(err, admitted.upstream));
+      if (!upstreamAnswered && !socket.destroyed) socket.end(deps.unreachable(err, admitted));
       else socket.destroy();
       upstream = undefined;
     });
@@ -115,7 +117,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
   }
 
   /** Sends an admitted request's head on; false when it left the tunnel instead. */
-  function send(head: TunnelHead, admitted: Admitted | undefined, headLength: number): boolean {
+  function send(head: TunnelHead, admitted: A | undefined, headLength: number): boolean {
     if (!admitted || (upstream && admitted.upstream !== upstreamKey)) {
       leaveTunnel();
       return false;
@@ -129,7 +131,7 @@ export function tunnelConnection(socket: Socket, deps: TunnelDeps): void {
   }
 
   /** A throwing `admit` must not take the process down from a socket's event: it refuses, like any other no. */
-  function admitSafely(head: TunnelHead): ReturnType<TunnelDeps["admit"]> {
+  function admitSafely(head: TunnelHead): ReturnType<TunnelDeps<A>["admit"]> {
     try {
       return deps.admit(head, socket);
     } catch {

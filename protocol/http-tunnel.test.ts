@@ -1,8 +1,8 @@
 import { createServer, type Server } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseHead, type TunnelHead } from "../../protocol/http-head.ts";
-import { type Admitted, tunnelConnection } from "./tunnel.ts";
+import { parseHead, type TunnelHead } from "./http-head.ts";
+import { type Admitted, tunnelConnection } from "./http-tunnel.ts";
 
 const BIG = 3_000_000;
 const DRIPS = 8000;
