@@ -212,4 +212,50 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     expect(passed).toMatchObject({ status: "passed" });
     expect(await cr(number)).toMatchObject({ status: "open", checks_status: "passed", mergeable: true });
   }, 300_000);
+
+  it("a check past its timeout fails; a run whose API process died runs again; nothing is lost", async () => {
+    // The default branch gains a second check, landed through a CR whose checks pass.
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.checkout("hang-check", { create: true, from: "origin/main" });
+    await repo.commit("a check with a timeout", {
+      "svc.toml": `${MANIFEST}\n[[checks]]\nname = "hang"\nrun = "if [ -f hang.txt ]; then echo hanging; sleep 60; fi"\ntimeout = 3\n`,
+    });
+    expect((await repo.push("hang-check")).code).toBe(0);
+    const landing = await open("hang-check", "A check with a timeout");
+    await settled(landing, (await cr(landing)).head_commit_sha!);
+    expect((await api("POST", `/${landing}/merge`, {})).status).toBe(200);
+
+    await repo.git(["fetch", "-q", "origin", "main"]);
+    await repo.checkout("hang", { create: true, from: "origin/main" });
+    const head = await repo.commit("hang", { "hang.txt": "1\n" });
+    expect((await repo.push("hang")).code).toBe(0);
+    const n = await open("hang", "Hangs");
+    const runs = await settled(n, head);
+    expect(runs.map((r) => r.name)).toEqual(["rules", "hang"]);
+    expect(runs[1]).toMatchObject({ status: "failed", exit_code: null });
+    expect(runs[1]!.log).toContain("hanging");
+    expect(runs[1]!.log).toContain("[timed out after 3 s]");
+    const took = Date.parse(runs[1]!.finished_at!) - Date.parse(runs[1]!.started_at!);
+    expect(took).toBeLessThan(30_000);
+
+    // A run an API process took and then died with (its instance holds no lock): the sweep queues it again.
+    const [row] = await sp.db.sql.query<{ cr_id: string }>(
+      "select cr_id from change_requests where project_id = $1 and number = $2",
+      [sp.project.id, n],
+    );
+    await sp.db.sql.query(
+      `update cr_check_runs set status = 'running', instance_id = 'a-process-that-died', log = 'half', finished_at = null,
+         exit_code = null where cr_id = $1 and name = 'rules'`,
+      [row!.cr_id],
+    );
+    const again = await waitFor(
+      "the orphaned run finished again",
+      async () => {
+        const [rules] = await checks(n);
+        return rules?.status === "passed" && rules.log !== "half" && rules;
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect(again.head_sha).toBe(head);
+  }, 300_000);
 });

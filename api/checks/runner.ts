@@ -115,6 +115,9 @@ export async function runCheck(
           output = output.slice(-CHECK_LOG_MAX);
         }
       }
+    } catch (err) {
+      // Closing the command on a timeout or a newer head ends its output with an error: that is the stop itself.
+      if (!timedOut && !superseded.aborted) throw err;
     } finally {
       clearTimeout(timer);
       clearInterval(flush);
