@@ -155,10 +155,12 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
 
   it("keeps the transcript through a SIGKILL of the API mid-run: what was shown stays, what the agent did meanwhile is stored", async () => {
     const llm = await startScriptedLlm([
+      // After the restart the agent only has to answer: what it is shown is the point.
+      { when: "once more", steps: [{ text: "Done again." }] },
       {
         when: "Take your time",
         steps: [
-          { tool: "bash", args: { command: "sleep 4 && echo slept", description: "Wait a while" } },
+          { tool: "bash", args: { command: "sleep 3 && echo slept", description: "Wait a while" } },
           { text: "Done waiting." },
         ],
       },
@@ -177,7 +179,7 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
       );
       process.kill(Number(readFileSync(join(home.env.SVC_HOME!, "run", "api.pid"), "utf8")), "SIGKILL");
       // The run goes on in the sandbox while no API listens; the next API's recorder reads it back.
-      await new Promise((r) => setTimeout(r, 6000));
+      await new Promise((r) => setTimeout(r, 4000));
       const restarted = await svc(["self-host", "start"], { env: home.env });
       expect(restarted.code, restarted.stderr).toBe(0);
       const entries = await waitFor(
