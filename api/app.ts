@@ -8,7 +8,7 @@ import type { ProvisionerSettings } from "../orchestrator/provisioning/provision
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { createTriggerScheduler } from "../orchestrator/triggers/scheduler.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
-import { GIT_MAX_PUSH_MB_DEFAULT } from "../protocol/stack-settings.ts";
+import { GIT_MAX_PUSH_MB_DEFAULT, SESSION_CAP_DEFAULT } from "../protocol/stack-settings.ts";
 import { VERSION } from "../protocol/version.ts";
 import { accountRoutes } from "./accounts/routes.ts";
 import { createAccountStore } from "./accounts/store.ts";
@@ -20,8 +20,15 @@ import { createAppsPort } from "./apps/port.ts";
 import { appRoutes } from "./apps/routes.ts";
 import { createAppService } from "./apps/service.ts";
 import { createAppDeployStore } from "./apps/store.ts";
+import { registerAudit } from "./audit/hook.ts";
+import { recordQueueMerge } from "./audit/queue-merges.ts";
+import { auditRoutes } from "./audit/routes.ts";
+import { createAuditLog } from "./audit/store.ts";
 import { registerAuthentication } from "./auth/authenticate.ts";
 import { createTokenStore } from "./auth/token-store.ts";
+import { createApprovalService } from "./change-requests/approvals.ts";
+import { approvalRoutes } from "./change-requests/approvals-routes.ts";
+import { createApprovalStore } from "./change-requests/approvals-store.ts";
 import { createCommentService } from "./change-requests/comments.ts";
 import { commentRoutes } from "./change-requests/comments-routes.ts";
 import { createCrCommentStore } from "./change-requests/comments-store.ts";
@@ -59,6 +66,13 @@ import { registerInputChecks } from "./http/validate.ts";
 import { createCliBundleSource, defaultCliBundlePath } from "./install/cli-bundle.ts";
 import { installRoutes } from "./install/routes.ts";
 import { createManifestReader } from "./manifest/reader.ts";
+import { createInvites } from "./people/invites.ts";
+import { createMembers } from "./people/members.ts";
+import { createPasswordSignIn } from "./people/password-sign-in.ts";
+import { createSignInLimiter } from "./people/rate-limit.ts";
+import { peopleRoutes } from "./people/routes.ts";
+import { createPlans, type PlanCatalogue, singlePlan } from "./plans/plans.ts";
+import { planRoutes } from "./plans/routes.ts";
 import { createPreviews } from "./previews/proxy.ts";
 import { tunnelPreviews } from "./previews/tunnel.ts";
 import { projectRoutes } from "./projects/routes.ts";
@@ -81,11 +95,16 @@ import { createSessionStore } from "./sessions/store.ts";
 import { recordTranscripts } from "./sessions/transcript-recorder.ts";
 import { transcriptRoutes } from "./sessions/transcript-routes.ts";
 import { createTranscriptStore } from "./sessions/transcript-store.ts";
+import type { OidcSettings } from "./sso/provider.ts";
+import { ssoRoutes } from "./sso/routes.ts";
+import { createSso } from "./sso/sso.ts";
 import { createTriggerPort } from "./triggers/port.ts";
 import { triggerRoutes } from "./triggers/routes.ts";
 import { createTriggerService } from "./triggers/service.ts";
 import { createTriggerStore } from "./triggers/store.ts";
 import { createTtlCache } from "./ttl-cache.ts";
+import { usageRoutes } from "./usage/routes.ts";
+import { createUsageStore } from "./usage/store.ts";
 
 /** The project secret that authenticates the service to a private external repository. */
 export const PROJECT_REPO_TOKEN_SECRET = "GIT_ACCESS_TOKEN";
@@ -126,6 +145,10 @@ export type AppOptions = {
   slack?: SlackSettings;
   /** Where `[[apps]]` deploy (SVC_APP_PROVIDER): local containers beside the sandboxes, or nowhere (default). */
   apps?: { provider: "local" | "none"; healthTimeoutMs?: number; resyncMs?: number };
+  /** The stack's plans (SVC_PLANS, SVC_DEFAULT_PLAN); default one plan capped at the sandbox settings' sessionCap. */
+  plans?: PlanCatalogue;
+  /** Single sign-on through an OpenID Connect provider (SVC_OIDC_*); without it the sign-in page offers none. */
+  oidc?: OidcSettings;
 };
 
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
@@ -166,9 +189,18 @@ export function createServices(
   const manifests = createManifestReader({ repos, sql });
   const projects = createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`);
   const accounts = createAccountStore(sql);
+  const audit = createAuditLog(sql);
+  const plans = createPlans({
+    sql,
+    catalogue: options.plans ?? singlePlan(options.orchestrator?.settings.sessionCap ?? SESSION_CAP_DEFAULT),
+  });
+  const invites = createInvites({ sql, publicUrl });
+  const members = createMembers({ sql, invites });
+  const passwordSignIn = createPasswordSignIn({ sql, limiter: createSignInLimiter(sql) });
   const previews = createPreviewCache();
   const checkRuns = createCheckStore(sql);
-  const review = createReviewState({ checks: checkRuns, manifests, repos, previews });
+  const approvalStore = createApprovalStore(sql);
+  const review = createReviewState({ checks: checkRuns, approvals: approvalStore, manifests, repos, previews });
   const crStore = createChangeRequestStore(sql);
   const changeRequests = createChangeRequestService({
     store: crStore,
@@ -255,6 +287,7 @@ export function createServices(
       provisioner: orchestrator.provisioner,
       access: orchestrator.access,
       settings: options.orchestrator!.settings,
+      plans,
       instanceId,
       cipher,
       sandboxTargets,
@@ -272,6 +305,7 @@ export function createServices(
       log,
     });
   const comments = createCommentService({ changeRequests, store: crComments, repos, accounts, feedback });
+  const approvals = createApprovalService({ changeRequests, store: approvalStore, events });
   const triggers = createTriggerService({
     store: triggerStore,
     manifests,
@@ -335,6 +369,7 @@ export function createServices(
         handoff.deliver(async () => {});
       },
       events,
+      recordMerge: recordQueueMerge(audit),
       lead: work.cluster.lead,
       isAlive: work.cluster.isAlive,
       instanceId,
@@ -387,12 +422,19 @@ export function createServices(
     reposDir: join(options.dataDir, "repos"),
     hooksDir: installHooks(options.dataDir),
     accounts,
+    audit,
+    plans,
+    usage: createUsageStore(sql),
+    invites,
+    members,
+    passwordSignIn,
     projects,
     tokens,
     cloneCredentials: createCloneCredentials(sql),
     secrets,
     changeRequests,
     comments,
+    approvals,
     feedback,
     manifests,
     triggers,
@@ -406,6 +448,7 @@ export function createServices(
     transcripts,
     egressProxy: egress.proxy,
     browserSessions: createBrowserSessions(sql),
+    sso: options.oidc && createSso({ sql, settings: options.oidc, publicUrl }),
     events,
     slack,
     channelStore,
@@ -467,6 +510,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   registerErrorHandler(app);
   registerInputChecks(app);
   registerAuthentication(app, services);
+  registerAudit(app, services);
   await app.register(
     healthRoutes({
       sql: options.sql,
@@ -476,10 +520,15 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
     }),
   );
   await app.register(accountRoutes(services));
+  await app.register(auditRoutes(services));
+  await app.register(planRoutes(services));
+  await app.register(usageRoutes(services));
+  await app.register(peopleRoutes(services));
   await app.register(adminRoutes(services));
   await app.register(projectRoutes(services));
   await app.register(changeRequestRoutes(services));
   await app.register(commentRoutes(services));
+  await app.register(approvalRoutes(services));
   await app.register(
     gitRoutes({
       ...services,
@@ -500,6 +549,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   });
   await app.register(installRoutes({ publicUrl: services.publicUrl, cliBundle }));
   await app.register(dashboardRoutes(services, forward), { prefix: "/dashboard" });
+  await app.register(ssoRoutes(services));
   await app.register(agentRoutes(services, forward));
   await app.register(sandboxLogRoutes(services));
   tunnelPreviews(app.server, previews.admit);

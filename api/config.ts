@@ -3,6 +3,8 @@ import type { SandboxLimits } from "../orchestrator/sandbox/driver.ts";
 import { SANDBOX_API_ALIAS } from "../protocol/env.ts";
 import { StackEnv } from "../protocol/stack-settings.ts";
 import type { GitHubApp } from "./git/github-app.ts";
+import type { PlanCatalogue } from "./plans/plans.ts";
+import type { OidcSettings } from "./sso/provider.ts";
 
 export type ApiConfig = {
   home: string;
@@ -33,6 +35,8 @@ export type ApiConfig = {
     /** `timeoutS`: seconds the gateway may send nothing before a turn fails (SVC_MODEL_TIMEOUT_S). */
     llm: { baseUrl?: string; apiKey?: string; model?: string; timeoutS: number };
   };
+  /** SVC_PLANS and SVC_DEFAULT_PLAN; undefined without SVC_PLANS: one plan capped by SVC_SESSION_CAP. */
+  plans: PlanCatalogue | undefined;
   /** Where `[[apps]]` deploy: local containers on this engine, or none. */
   apps: { provider: StackEnv["SVC_APP_PROVIDER"] };
   bootstrapTokenHash: string | undefined;
@@ -43,6 +47,8 @@ export type ApiConfig = {
   cliBundle: string | undefined;
   logLevel: StackEnv["SVC_LOG_LEVEL"];
   slack: { signingSecret: string | undefined; botToken: string | undefined; apiUrl: string };
+  /** Single sign-on (SVC_OIDC_*); undefined: the sign-in page offers none. */
+  oidc: OidcSettings | undefined;
 };
 
 /** A GitHub App is used when all three of its settings are; a partial one is a mistake worth stopping for. */
@@ -64,6 +70,44 @@ function githubApp(e: StackEnv): GitHubApp | undefined {
     privateKey: e.SVC_GITHUB_APP_PRIVATE_KEY,
     apiUrl: e.SVC_GITHUB_API_URL,
   };
+}
+
+/**
+ * Single sign-on needs its provider, client id and secret together; a part of them (allowed domains alone included)
+ * is a mistake worth stopping for, named by what is missing. Allowed domains are optional: without them only people
+ * who already have a user here (invited) sign in with SSO.
+ */
+function oidc(e: StackEnv): OidcSettings | undefined {
+  const given = {
+    SVC_OIDC_ISSUER: e.SVC_OIDC_ISSUER,
+    SVC_OIDC_CLIENT_ID: e.SVC_OIDC_CLIENT_ID,
+    SVC_OIDC_CLIENT_SECRET: e.SVC_OIDC_CLIENT_SECRET,
+  };
+  if (Object.values(given).every((v) => v === undefined) && e.SVC_OIDC_ALLOWED_DOMAINS === undefined) return undefined;
+  const missing = Object.entries(given).flatMap(([key, value]) => (value === undefined ? [key] : []));
+  if (e.SVC_OIDC_ISSUER === undefined || e.SVC_OIDC_CLIENT_ID === undefined || e.SVC_OIDC_CLIENT_SECRET === undefined)
+    throw new Error(
+      `invalid configuration: single sign-on also needs ${missing.join(", ")} (SVC_OIDC_ISSUER, SVC_OIDC_CLIENT_ID and SVC_OIDC_CLIENT_SECRET go together)`,
+    );
+  return {
+    issuer: e.SVC_OIDC_ISSUER,
+    clientId: e.SVC_OIDC_CLIENT_ID,
+    clientSecret: e.SVC_OIDC_CLIENT_SECRET,
+    allowedDomains: e.SVC_OIDC_ALLOWED_DOMAINS ?? [],
+  };
+}
+
+/** The plans and the default one, which must be among them. */
+function plans(e: StackEnv): PlanCatalogue | undefined {
+  if (!e.SVC_PLANS) {
+    if (e.SVC_DEFAULT_PLAN === undefined) return undefined;
+    throw new Error("invalid configuration: SVC_DEFAULT_PLAN names a plan of SVC_PLANS, which is unset");
+  }
+  const names = Object.keys(e.SVC_PLANS);
+  const chosen = e.SVC_DEFAULT_PLAN ?? names[0]!;
+  if (!names.includes(chosen))
+    throw new Error(`invalid configuration: SVC_DEFAULT_PLAN: SVC_PLANS has no plan '${chosen}' (${names.join(", ")})`);
+  return { plans: e.SVC_PLANS, default: chosen, setting: "SVC_PLANS" };
 }
 
 /** The only place the API reads process.env (keys and validators: protocol/stack-settings.ts); a bad value stops
@@ -120,6 +164,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
         timeoutS: e.SVC_MODEL_TIMEOUT_S,
       },
     },
+    plans: plans(e),
     apps: { provider: e.SVC_APP_PROVIDER },
     bootstrapTokenHash: e.SVC_BOOTSTRAP_TOKEN_HASH,
     bodyLimit: e.SVC_BODY_LIMIT_BYTES,
@@ -127,5 +172,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     cliBundle: e.SVC_CLI_BUNDLE,
     logLevel: e.SVC_LOG_LEVEL,
     slack: { signingSecret: e.SVC_SLACK_SIGNING_SECRET, botToken: e.SVC_SLACK_BOT_TOKEN, apiUrl: e.SVC_SLACK_API_URL },
+    oidc: oidc(e),
   };
 }

@@ -11,13 +11,13 @@ export type EventMap = {
   /** A session was created or moved (any status transition), or its progress line changed: the session store. */
   "session.changed": { projectId: string; sessionId: string; status: SessionStatus; progress: string | null };
   /**
-   * A change request was opened, merged (its base branch moved), closed, or queued to merge by itself: the
-   * change-request service.
+   * A change request was opened, merged (its base branch moved), closed, queued to merge by itself, or approved: the
+   * change-request and approval services.
    */
   "change-request.changed": {
     project: Project;
     cr: ChangeRequestRecord;
-    change: "created" | "merged" | "closed" | "queued";
+    change: "created" | "merged" | "closed" | "queued" | "approved";
   };
   /** A push into a managed repository was received: any branch may have moved, the default one included. */
   "repo.pushed": { projectId: string };

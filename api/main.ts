@@ -54,12 +54,14 @@ const { app, services } = await buildApp({
       poolSize: o.poolSize,
     },
   },
+  plans: config.plans,
   apps: config.apps,
   bodyLimit: config.bodyLimit,
   gitMaxPushMb: config.gitMaxPushMb,
   logLevel: config.logLevel,
   cliBundle: config.cliBundle,
   slack: config.slack,
+  oidc: config.oidc,
 });
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from "node:http";
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { z } from "zod";
+import { ACCOUNT_HEADER } from "../protocol/account.ts";
 import { ErrorBody } from "../protocol/errors.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
 
@@ -33,6 +34,8 @@ export function createApiClient(options: {
   token: string | undefined;
   unreachableHint?: string;
   unauthorizedHint?: string;
+  /** The account the user's account routes act on (`svc accounts use`), sent as ACCOUNT_HEADER. */
+  account?: string;
 }) {
   const base = options.baseUrl.replace(/\/+$/, "");
 
@@ -41,6 +44,7 @@ export function createApiClient(options: {
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
     const headers: Record<string, string> = { accept: opts.accept ?? "application/json" };
     if (options.token) headers.authorization = `Bearer ${options.token}`;
+    if (options.account) headers[ACCOUNT_HEADER] = options.account;
     if (opts.body !== undefined) headers["content-type"] = "application/json";
     try {
       return await fetch(url, {

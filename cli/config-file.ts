@@ -15,6 +15,8 @@ export const HostName = z
 const HostEntry = z.object({
   url: z.url(),
   token: z.string().optional(),
+  /** The account `svc accounts use` chose for this login (its id); absent: the user's first. */
+  account: z.string().optional(),
 });
 
 /** The CLI config file: which host is active, and every host the user added or logged in to. */

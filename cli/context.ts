@@ -53,6 +53,8 @@ export function resolveContext(
       token,
       unreachableHint: unreachableHint(hostName, apiUrl),
       unauthorizedHint: tokenSource === "the stored login" ? `to log in again, ${loginHint(hostName)}` : undefined,
+      // The account chosen for the stored login; another token is another person's, whose first account it is.
+      account: tokenSource === "the stored login" ? host?.account : undefined,
     }),
     verbose: Boolean(opts.verbose),
   };

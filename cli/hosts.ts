@@ -39,7 +39,10 @@ export function listHosts(config: CliConfig): Host[] {
   }));
 }
 
-export function findHost(config: CliConfig, name: string): { url: string; token?: string } | undefined {
+export function findHost(
+  config: CliConfig,
+  name: string,
+): { url: string; token?: string; account?: string } | undefined {
   const stored = config.hosts[name];
   if (stored) return stored;
   const builtin = BUILTIN_HOSTS[name];

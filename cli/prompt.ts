@@ -28,11 +28,21 @@ export function ask(question: string): Promise<string> {
   });
 }
 
+/** Everything piped into stdin, less the one line ending `echo` adds. */
+export async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks)
+    .toString("utf8")
+    .replace(/\r?\n$/, "");
+}
+
 /**
  * One line typed without echo, for secrets: the terminal in raw mode, so nothing of the value reaches the screen,
- * a scrollback or a screen recording. Backspace and Ctrl-U edit; escape sequences (arrows) are ignored.
+ * a scrollback or a screen recording. Backspace and Ctrl-U edit; escape sequences (arrows) are ignored. `trim`
+ * (default): blanks around the value go; a password keeps them (`{ trim: false }`), every character counts.
  */
-export function askSecret(question: string): Promise<string> {
+export function askSecret(question: string, options: { trim?: boolean } = {}): Promise<string> {
   const { stdin, stderr } = process;
   // Raw (no echo) before the question shows: an answer typed as soon as it appears must not be echoed.
   stdin.setRawMode(true);
@@ -57,7 +67,7 @@ export function askSecret(question: string): Promise<string> {
         }
         if (ch === "\r" || ch === "\n") {
           finish();
-          resolve(value.trim());
+          resolve(options.trim === false ? value : value.trim());
           return;
         }
         if (ch === "\u0003" || (ch === "\u0004" && value === "")) {

@@ -36,10 +36,20 @@ export const ChangeRequestRecord = z.object({
 });
 export type ChangeRequestRecord = z.infer<typeof ChangeRequestRecord>;
 
-/** A CR as the API shows it: the record, its checks of the current head and base, and whether it merges now. */
+/**
+ * A CR as the API shows it: the record, its checks of the current head and base, its approvals, and whether it
+ * merges now.
+ */
 export const ChangeRequest = ChangeRequestRecord.extend({
   checks_status: ChecksStatus,
-  /** Open, free of conflicts and with every check of its current head and base passed: Merge would land it. */
+  /** Approvals of its current head that count (`GET …/approvals` lists them, earlier heads' too). */
+  approvals: z.number().int().nonnegative(),
+  /** `[review] required_approvals` of the default branch's svc.toml: how many it needs to merge. */
+  required_approvals: z.number().int().nonnegative(),
+  /**
+   * Open, free of conflicts, with every check of its current head and base passed and its approvals given: Merge
+   * would land it.
+   */
   mergeable: z.boolean(),
 });
 export type ChangeRequest = z.infer<typeof ChangeRequest>;

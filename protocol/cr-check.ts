@@ -22,6 +22,8 @@ export const CheckSpec = z
 export type CheckSpec = z.infer<typeof CheckSpec>;
 
 export const DEFAULT_MAX_FIX_ROUNDS = 3;
+/** More approvals than a team has members would block every merge: a typo, refused where it is written. */
+const MAX_REQUIRED_APPROVALS = 20;
 
 /** `[review]` of the default branch's svc.toml. */
 export const ReviewSection = z
@@ -30,6 +32,13 @@ export const ReviewSection = z
     fix_checks: z.boolean().default(false),
     /** How many times a CR's failed checks go back to its agent. */
     max_fix_rounds: z.number().int().min(1).max(20).default(DEFAULT_MAX_FIX_ROUNDS),
+    /** Approvals of a CR's current head, by members other than its author, before it merges (by hand or queued). */
+    required_approvals: z
+      .number()
+      .int("a whole number of approvals")
+      .min(0, "0 or more approvals")
+      .max(MAX_REQUIRED_APPROVALS, `at most ${MAX_REQUIRED_APPROVALS} approvals`)
+      .default(0),
   })
   .loose();
 export type ReviewSection = z.infer<typeof ReviewSection>;

@@ -13,6 +13,20 @@ export const ErrorCode = z.enum([
   /** A session's own token (SVC_CLI_TOKEN) used on another session, or to start one: it acts on its session only. */
   "SESSION_SCOPE",
   "NOT_A_MEMBER",
+  /** The caller's role in the account is below what the action takes (viewer < member < admin < owner). */
+  "FORBIDDEN_ROLE",
+  /** No member of the account has that email. */
+  "MEMBER_NOT_FOUND",
+  /** An invite for someone who is a member already. */
+  "ALREADY_MEMBER",
+  /** A removal or demotion that would leave the account without an owner. */
+  "LAST_OWNER",
+  /** An invite link that is unknown, expired or used: nothing was created. */
+  "INVITE_INVALID",
+  /** An invite accepted by a user whose email is not the one it was sent to. */
+  "INVITE_EMAIL_MISMATCH",
+  /** Too many sign-in tries for an email or from an address in the last minute. */
+  "RATE_LIMITED",
   "NOT_FOUND",
   "PROJECT_NOT_FOUND",
   /** No token of this user by that id (another user's is answered the same way). */
@@ -28,6 +42,10 @@ export const ErrorCode = z.enum([
   /** A merge that names the head its person reviewed (`head_sha`) found the branch elsewhere: nothing merged. */
   "HEAD_MOVED",
   "CHECKS_NOT_PASSED",
+  /** A merge of a CR with fewer approvals of its current head than `[review] required_approvals` asks for. */
+  "APPROVAL_REQUIRED",
+  /** An approval of a CR by its own author: approvals come from other members. */
+  "SELF_APPROVAL",
   /** `svc cr resolve` of a CR whose branches merge cleanly: nothing for the agent to resolve. */
   "NO_CONFLICTS",
   "SAME_REF",
@@ -36,6 +54,12 @@ export const ErrorCode = z.enum([
   /** A repository URL whose host is, or resolves to, a loopback, private, link-local or metadata address. */
   "REPO_URL_FORBIDDEN",
   "NOT_CONFIGURED",
+  /** A single sign-on that does not check out (expired, used, begun in another browser, a bad answer): nobody signed in. */
+  "SSO_FAILED",
+  /** The OpenID provider vouches for someone svc does not let in (email unverified, outside the allowed domains). */
+  "SSO_REFUSED",
+  /** The OpenID provider did not answer, or its configuration (discovery) is unusable. */
+  "SSO_PROVIDER_UNAVAILABLE",
   /** No model gateway: an agent cannot answer until the installation has one. */
   "MODEL_NOT_CONFIGURED",
   "SESSION_NOT_FOUND",

@@ -2,6 +2,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { MODEL_TIMEOUT_S_DEFAULT } from "./env.ts";
+import { PlanName, Plans } from "./plan.ts";
 
 /**
  * The stack's settings: environment variables the API reads at start (api/config.ts) and `svc self-host env`
@@ -28,6 +29,8 @@ export const PUBLIC_BASE_IMAGE = "debian:bookworm-slim";
 /** Defaults of SVC_GIT_MAX_PUSH_MB and SVC_SANDBOX_DISK_MB, also for an API built without the environment (tests). */
 export const GIT_MAX_PUSH_MB_DEFAULT = 200;
 export const SANDBOX_DISK_MB_DEFAULT = 10_240;
+/** Default of SVC_SESSION_CAP, the one plan's cap when SVC_PLANS is unset. */
+export const SESSION_CAP_DEFAULT = 5;
 
 const httpUrl = z
   .string()
@@ -43,6 +46,30 @@ const DNS_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?
 const REPO_HOST_ENTRY =
   /^(?:[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 const ACCOUNT_REF = /^[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?$/i;
+/**
+ * An OpenID provider's issuer: https, or http on this machine's loopback only (a provider for tests or a local
+ * trial), where no network carries its tokens.
+ */
+const oidcIssuer = httpUrl.refine((v) => {
+  const url = new URL(v);
+  return url.protocol === "https:" || /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i.test(url.hostname);
+}, "must be an https:// URL (http:// only on localhost, 127.x.x.x or [::1])");
+
+/** SVC_PLANS: JSON text holding the plans. */
+const plansJson = z
+  .string()
+  .transform((v, ctx) => {
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      ctx.addIssue({
+        code: "custom",
+        message: 'must be JSON, e.g. {"free":{"session_cap":2},"team":{"session_cap":10}}',
+      });
+      return z.NEVER;
+    }
+  })
+  .pipe(Plans);
 
 /** A comma-separated list (spaces around commas allowed, lower-cased), each entry passing `entry`. */
 const commaList = (entry: RegExp, what: string) =>
@@ -175,6 +202,25 @@ export const STACK_SETTINGS = [
     "Slack bot token replies are posted with (chat.postMessage)",
   ),
   setting("SVC_SLACK_API_URL", "url", httpUrl.default("https://slack.com/api"), "Slack's Web API base URL"),
+  setting(
+    "SVC_OIDC_ISSUER",
+    "url",
+    oidcIssuer.optional(),
+    "OpenID Connect provider (its issuer URL) people sign in to the dashboard with, 'Sign in with SSO' (with the client id and secret)",
+  ),
+  setting("SVC_OIDC_CLIENT_ID", "text", z.string().min(1).optional(), "svc's client id at the OpenID Connect provider"),
+  setting(
+    "SVC_OIDC_CLIENT_SECRET",
+    "secret",
+    z.string().min(1).optional(),
+    "svc's client secret at the OpenID Connect provider; register <public URL>/auth/oidc/callback as its redirect URI",
+  ),
+  setting(
+    "SVC_OIDC_ALLOWED_DOMAINS",
+    "text",
+    commaList(DNS_NAME, "an email domain").optional(),
+    "email domains (comma-separated) whose people join the installation's account as members at their first SSO sign-in; others need an invitation (default: none)",
+  ),
   setting("SVC_SECRETS_KEY", "secret", z.string().min(40).optional(), "key that encrypts project secrets", {
     managedBy: "svc self-host start (from selfhost.json)",
   }),
@@ -184,7 +230,19 @@ export const STACK_SETTINGS = [
     z.enum(["docker", "off"]).default("docker"),
     "docker runs sessions in containers; off serves the API without sessions",
   ),
-  setting("SVC_SESSION_CAP", "integer", int(1, 10_000).default(5), "sessions that may run at once"),
+  setting("SVC_SESSION_CAP", "integer", int(1, 10_000).default(SESSION_CAP_DEFAULT), "sessions that may run at once"),
+  setting(
+    "SVC_PLANS",
+    "text",
+    plansJson.optional(),
+    'plans and their session caps as JSON, e.g. {"free":{"session_cap":2},"team":{"session_cap":10}} (default: one plan, selfhost, capped by SVC_SESSION_CAP)',
+  ),
+  setting(
+    "SVC_DEFAULT_PLAN",
+    "text",
+    PlanName.optional(),
+    "the plan of every account not given one of its own, a name of SVC_PLANS (default: the first it names)",
+  ),
   setting(
     "SVC_SANDBOX_API_ORIGIN",
     "url",

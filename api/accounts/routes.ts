@@ -5,16 +5,19 @@ import { actingUserId } from "../auth/authenticate.ts";
 import type { TokenStore } from "../auth/token-store.ts";
 import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
+import { activeAccount, namedAccount } from "../people/active-account.ts";
 import type { AccountStore } from "./store.ts";
 
 const TokenParams = z.object({ tokenId: z.uuid() });
 
 export function accountRoutes(deps: { accounts: AccountStore; tokens: TokenStore }) {
   return async (app: FastifyInstance) => {
+    // `account`: the active one, which ACCOUNT_HEADER chooses (`svc accounts use`, shown by `svc whoami`).
     app.get("/v1/accounts/me", { config: { auth: "account" } }, async (req) => {
-      const me = await deps.accounts.me(actingUserId(req.principal!));
+      const userId = actingUserId(req.principal!);
+      const me = await deps.accounts.me(userId);
       if (!me) throw apiError("NOT_FOUND", "this user has no account");
-      return me;
+      return { ...me, account: await activeAccount(deps.accounts, userId, namedAccount(req)) };
     });
 
     app.post("/v1/accounts/tokens", { config: { auth: "account" } }, async (req, reply) => {

@@ -1,4 +1,4 @@
-import type { Account, Me, User } from "../../protocol/account.ts";
+import type { Account, AccountRole, Me, User } from "../../protocol/account.ts";
 import type { Sql } from "../db/sql.ts";
 import { createTtlCache } from "../ttl-cache.ts";
 
@@ -7,7 +7,7 @@ type MembershipRow = { id: string; name: string; slug: string; role: Account["ro
 const MEMBERSHIP_TTL_MS = 5000;
 
 export function createAccountStore(sql: Sql) {
-  const memberships = createTtlCache<string, boolean>(MEMBERSHIP_TTL_MS);
+  const memberships = createTtlCache<string, AccountRole | undefined>(MEMBERSHIP_TTL_MS);
   const store = {
     async user(id: string): Promise<User | undefined> {
       const [row] = await sql.query<User>("select id, email, name from users where id = $1", [id]);
@@ -23,13 +23,14 @@ export function createAccountStore(sql: Sql) {
       );
     },
 
-    isMember(userId: string, accountId: string): Promise<boolean> {
+    /** The user's role in the account; undefined when they are no member of it. */
+    role(userId: string, accountId: string): Promise<AccountRole | undefined> {
       return memberships.get(`${userId}:${accountId}`, async () => {
-        const rows = await sql.query("select 1 from memberships where user_id = $1 and account_id = $2", [
-          userId,
-          accountId,
-        ]);
-        return rows.length > 0;
+        const [row] = await sql.query<{ role: AccountRole }>(
+          "select role from memberships where user_id = $1 and account_id = $2",
+          [userId, accountId],
+        );
+        return row?.role;
       });
     },
 

@@ -66,7 +66,7 @@ export async function adoptRestoredData(options: {
     await tx.query(
       `update session_sandboxes
           set status = case status when 'active' then 'stopped' else 'error' end,
-              error = case status when 'active' then error else $1 end, updated_at = now()
+              error = case status when 'active' then error else $1 end, updated_at = now(), stopped_at = now()
         where status in ('provisioning', 'active')`,
       [REASON],
     );

@@ -1,11 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import type { StoppedSessions } from "../../protocol/admin.ts";
-import { actingUserId } from "../auth/authenticate.ts";
 import type { Sql } from "../db/sql.ts";
 import type { ProjectStore } from "../projects/store.ts";
 import type { SessionService } from "../sessions/service.ts";
 import { backupRoutes } from "./backup.ts";
-import { requireAdmin } from "./require-admin.ts";
 
 export type AdminRouteDeps = {
   sql: Sql;
@@ -15,6 +13,7 @@ export type AdminRouteDeps = {
   reposDir: string;
 };
 
+/** The installation administrator's routes: ROUTE_ROLES says so, and the auth hook checks it before each. */
 export function adminRoutes(deps: AdminRouteDeps) {
   return async (app: FastifyInstance) => {
     await app.register(backupRoutes({ sql: deps.sql, reposDir: deps.reposDir }));
@@ -23,8 +22,7 @@ export function adminRoutes(deps: AdminRouteDeps) {
      * --sandboxes`), the way `sessions stop` does: sandbox removed, branch and record kept. It acts on this database's
      * sessions, so on this installation's sandboxes only: another stack on the same engine keeps its own.
      */
-    app.post("/v1/admin/sessions/stop", { config: { auth: "account" } }, async (req): Promise<StoppedSessions> => {
-      await requireAdmin(deps.sql, actingUserId(req.principal!));
+    app.post("/v1/admin/sessions/stop", { config: { auth: "account" } }, async (): Promise<StoppedSessions> => {
       const sessions = deps.sessions;
       if (!sessions) return { stopped: [] };
       const live = await deps.sql.query<{ session_id: string; project_id: string }>(
@@ -44,8 +42,7 @@ export function adminRoutes(deps: AdminRouteDeps) {
      * This installation's id (the label its sandboxes, apps and networks carry) and the images its sessions and apps
      * ran: what `svc self-host stop` and `svc uninstall` look for on the engine, so another stack's are never touched.
      */
-    app.get("/v1/admin/installation", { config: { auth: "account" } }, async (req) => {
-      await requireAdmin(deps.sql, actingUserId(req.principal!));
+    app.get("/v1/admin/installation", { config: { auth: "account" } }, async () => {
       const [installation] = await deps.sql.query<{ id: string }>("select id from installation");
       const images = await deps.sql.query<{ image: string }>(
         `select image from session_sandboxes where image is not null

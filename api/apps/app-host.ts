@@ -3,6 +3,8 @@ import type { Duplex } from "node:stream";
 import httpProxy from "http-proxy";
 import type { Forwarder } from "../../protocol/http-forward.ts";
 import { type AuthDeps, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
+import { atLeast } from "../auth/roles.ts";
+import { leastRole } from "../auth/route-roles.ts";
 import { apiError } from "../errors.ts";
 import { refuseUpgrade, writeError } from "../http/error-handler.ts";
 import { splitCookies, splitUrl } from "../previews/auth.ts";
@@ -10,6 +12,7 @@ import type { createTtlCache } from "../ttl-cache.ts";
 import { APP_COOKIE, APP_PARAM, verifyAppGrant } from "./app-grant.ts";
 import type { AppDeployStore } from "./store.ts";
 
+const APP = "APP <app>--<project>.<preview domain>";
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 /** Where an app answers is read at most this often per app; a switch in this process drops it at once. */
 export const APP_ENDPOINT_TTL_MS = 2000;
@@ -50,7 +53,7 @@ export function createAppHosts(deps: AppHostDeps, forward: Forwarder, logError: 
     return match ? { app: match[1]!.toLowerCase(), projectId: match[2]!.toLowerCase() } : undefined;
   }
 
-  /** A link's grant for this app whose user is still a member of the project's account; else a 401. */
+  /** A link's grant for this app whose user still holds the role apps take in the project's account; else a 401. */
   async function checkGrant(place: Place, candidates: string[]): Promise<{ exp: number }> {
     const invalid = () =>
       apiError("UNAUTHENTICATED", `invalid or expired app link; run 'svc apps open ${place.app}' for a new one`);
@@ -59,7 +62,8 @@ export function createAppHosts(deps: AppHostDeps, forward: Forwarder, logError: 
     for (const candidate of candidates) {
       const check = verifyAppGrant(deps.appGrants!, candidate);
       if (!check.ok || check.value.project_id !== project.id || check.value.app !== place.app) continue;
-      if (await deps.accounts.isMember(check.value.user_id, project.account_id)) return check.value;
+      const role = await deps.accounts.role(check.value.user_id, project.account_id);
+      if (role && atLeast(role, leastRole(APP))) return check.value;
     }
     throw invalid();
   }
@@ -72,7 +76,7 @@ export function createAppHosts(deps: AppHostDeps, forward: Forwarder, logError: 
     let setCookie: string | undefined;
     if (req.headers.authorization) {
       const principal = await resolvePrincipal(deps, bearer(req));
-      await authorizeProject(deps, principal, place.projectId, false);
+      await authorizeProject(deps, principal, place.projectId, leastRole(APP));
       delete req.headers.authorization;
     } else {
       const url = splitUrl(req.url ?? "/", APP_PARAM);

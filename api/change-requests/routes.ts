@@ -6,7 +6,7 @@ import {
   MergeChangeRequestBody,
   UpdateChangeRequestBody,
 } from "../../protocol/change-request.ts";
-import { actingUserId, personalUserId } from "../auth/authenticate.ts";
+import { actingUserId, mergingUserId } from "../auth/authenticate.ts";
 import { shownRun } from "../checks/store.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ChangeRequestService } from "./service.ts";
@@ -49,10 +49,11 @@ export function changeRequestRoutes(deps: { changeRequests: ChangeRequestService
       return crs.preview(req.project!, crId);
     });
 
-    // SPEC rule 4: the agent never merges its own CR. Every other CR route is open to project tokens.
-    // `auto`: queued to merge once its checks pass (202), merged later as this same person.
+    // SPEC rule 4: the agent never merges its own CR; a project token a person minted merges as them. Every other
+    // CR route is open to project tokens. `auto`: queued to merge once its checks pass (202), merged later as this
+    // same person.
     app.post(`${BASE}/:crId/merge`, async (req, reply) => {
-      const userId = personalUserId(req.principal!, "merge change requests; merging is the user's act");
+      const userId = mergingUserId(req.principal!);
       const { crId } = parseInput(CrParams, req.params, "params");
       const body = parseInput(MergeChangeRequestBody, req.body ?? {}, "body");
       if (body.auto !== undefined)

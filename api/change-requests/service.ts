@@ -33,7 +33,7 @@ export type ChangeRequestDeps = {
   events: Events;
   /** This API process among those sharing the database (orchestrator/cluster.ts): the owner of its merge intents. */
   instanceId: string;
-  /** Checks and mergeability: what the CR JSON shows and what the merge gate requires (api/checks/). */
+  /** Checks, approvals and mergeability: what the CR JSON shows and what the merge gate requires (api/checks/). */
   review: ReviewState;
 };
 
@@ -220,6 +220,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
       );
     }
     await deps.review.requirePassed(project, cr, head, base);
+    await deps.review.requireApproved(project, cr, head);
     const preview = await computePreview(dir, base, head);
     if (preview.merge_base === null) {
       throw apiError("MERGE_REJECTED", "Merge failed", { reason: "the branches have unrelated histories" });

@@ -146,7 +146,8 @@ export function createChannelBridge(deps: ChannelBridgeDeps) {
   }
 
   deps.events.on("change-request.changed", ({ project, cr, change }) => {
-    if (change !== "queued") background("CR post", async () => toSessionThreads(cr, await crLine(project, cr, change)));
+    if (change !== "queued" && change !== "approved")
+      background("CR post", async () => toSessionThreads(cr, await crLine(project, cr, change)));
   });
 
   return {

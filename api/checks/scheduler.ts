@@ -6,7 +6,7 @@ import type { ChangeRequestStore } from "../change-requests/store.ts";
 import type { Events } from "../events.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
 import { failedCheckPrompt } from "./fix-prompt.ts";
-import { advanceMergeQueue } from "./merge-queue.ts";
+import { advanceMergeQueue, type MergeQueueDeps } from "./merge-queue.ts";
 import type { ReviewState } from "./review-state.ts";
 import { type CheckRunnerDeps, runCheck } from "./runner.ts";
 import type { CheckStore, StoredRun } from "./store.ts";
@@ -25,6 +25,8 @@ export type CheckSchedulerDeps = {
   /** Hands a prompt to the CR's agent (api/change-requests/feedback.ts), as the CR's author. */
   sendToAgent(project: Project, cr: ChangeRequestRecord, prompt: string): Promise<void>;
   events: Events;
+  /** The audit log's entry of each merge the merge queue makes. */
+  recordMerge: MergeQueueDeps["recordMerge"];
   lead: () => Promise<boolean>;
   isAlive: (instanceId: string) => Promise<boolean>;
   instanceId: string;

@@ -7,6 +7,7 @@ import type { ChangeRequestService } from "../change-requests/service.ts";
 import { shownRun } from "../checks/store.ts";
 import { ApiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
+import type { CrViewer } from "./pages/change-request.ts";
 import { CR_CHECKS_SCRIPT_PATH, checksBody, checksLive, mergeBlocked, pageState } from "./pages/cr-checks.ts";
 import { browserProject } from "./project-access.ts";
 import { requireCsrf } from "./session-auth.ts";
@@ -22,7 +23,7 @@ const AutoMergeForm = z.object({ _csrf: z.string(), on: z.enum(["0", "1"]) }).st
 export type CrCheckPagesDeps = AuthDeps & {
   changeRequests: ChangeRequestService;
   /** The CR page, with a refusal in words. */
-  renderCr: (project: Project, crId: string, csrf: string, refusal?: string) => Promise<string>;
+  renderCr: (project: Project, crId: string, viewer: CrViewer, refusal?: string) => Promise<string>;
 };
 
 /**
@@ -62,7 +63,7 @@ export function crCheckPages(deps: CrCheckPagesDeps) {
       } catch (err) {
         // A CR merged or closed meanwhile: the page again, saying so.
         if (!(err instanceof ApiError) || err.status !== 409) throw err;
-        const page = await deps.renderCr(project, crId, req.browserSession!.csrf, err.message);
+        const page = await deps.renderCr(project, crId, req.browserSession!, err.message);
         return reply.code(409).type(HTML).send(page);
       }
     });

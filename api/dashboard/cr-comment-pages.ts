@@ -6,7 +6,7 @@ import type { AuthDeps } from "../auth/authenticate.ts";
 import type { CommentService } from "../change-requests/comments.ts";
 import { ApiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
-import type { LineTarget } from "./pages/change-request.ts";
+import type { CrViewer, LineTarget } from "./pages/change-request.ts";
 import { browserProject } from "./project-access.ts";
 import { requireCsrf } from "./session-auth.ts";
 
@@ -30,7 +30,7 @@ export type CrCommentPagesDeps = AuthDeps & {
   renderCr: (
     project: Project,
     crId: string,
-    csrf: string,
+    viewer: CrViewer,
     refusal?: string,
     lineTarget?: LineTarget,
   ) => Promise<string>;
@@ -57,7 +57,7 @@ export function crCommentPages(deps: CrCommentPagesDeps) {
           await work(req, project, crId);
         } catch (err) {
           if (!(err instanceof ApiError) || err.status >= 500) throw err;
-          const page = await deps.renderCr(project, crId, req.browserSession!.csrf, err.message, target?.(req));
+          const page = await deps.renderCr(project, crId, req.browserSession!, err.message, target?.(req));
           return reply.code(err.status).type(HTML).send(page);
         }
         return reply.redirect(`/dashboard/projects/${project.id}/crs/${crId}#comments`, 303);

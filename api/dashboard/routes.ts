@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
+import type { AccountRole } from "../../protocol/account.ts";
 import { CommitSha } from "../../protocol/change-request.ts";
 import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { Project } from "../../protocol/project.ts";
@@ -7,6 +8,7 @@ import { CreateSessionBody, Session } from "../../protocol/session.ts";
 import { SafeText } from "../../protocol/text.ts";
 import { TriggerParams } from "../../protocol/trigger.ts";
 import type { AppService } from "../apps/service.ts";
+import type { ApprovalService } from "../change-requests/approvals.ts";
 import type { CommentService } from "../change-requests/comments.ts";
 import type { ChangeRequestService } from "../change-requests/service.ts";
 import { shownRun } from "../checks/store.ts";
@@ -19,19 +21,23 @@ import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.t
 import type { SessionStore } from "../sessions/store.ts";
 import type { TranscriptStore } from "../sessions/transcript-store.ts";
 import type { TriggerService } from "../triggers/service.ts";
+import { type AuditPagesDeps, auditPages } from "./audit-pages.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions } from "./browser-sessions.ts";
 import { cliLoginRoutes } from "./cli-login.ts";
+import { crApprovalPages } from "./cr-approval-pages.ts";
 import { crCheckPages } from "./cr-check-pages.ts";
 import { crCommentPages } from "./cr-comment-pages.ts";
 import { STYLESHEET_PATH } from "./layout.ts";
 import { dashboardPath } from "./next-path.ts";
-import { type ChangeRequestView, changeRequestPage, type LineTarget } from "./pages/change-request.ts";
-import { badSignInLinkPage, errorPage, signInConfirmPage, signInPage } from "./pages/messages.ts";
+import { type ChangeRequestView, type CrViewer, changeRequestPage, type LineTarget } from "./pages/change-request.ts";
+import { badSignInLinkPage, errorPage, signInConfirmPage } from "./pages/messages.ts";
 import { noModelPage } from "./pages/no-model.ts";
 import { type ProjectView, projectPage } from "./pages/project.ts";
 import { projectsPage } from "./pages/projects.ts";
+import { signInPage } from "./pages/sign-in.ts";
 import { settle } from "./part.ts";
-import { browserProject } from "./project-access.ts";
+import { memberPages, type PeoplePagesDeps, peoplePublicPages } from "./people-pages.ts";
+import { browserProject, requireAccountRole } from "./project-access.ts";
 import { SECURITY_HEADERS } from "./security-headers.ts";
 import {
   clearedSessionCookie,
@@ -44,17 +50,20 @@ import { sessionPages } from "./session-pages.ts";
 import { signInCodeUser } from "./sign-in-links.ts";
 import { STYLESHEET } from "./stylesheet.ts";
 
-export type DashboardDeps = SessionAccessDeps & {
-  browserSessions: BrowserSessions;
-  apps: AppService;
-  changeRequests: ChangeRequestService;
-  comments: CommentService;
-  sessionStore: SessionStore;
-  transcripts: TranscriptStore;
-  secrets: SecretStore;
-  manifests: ManifestReader;
-  triggers: TriggerService;
-};
+export type DashboardDeps = SessionAccessDeps &
+  PeoplePagesDeps &
+  AuditPagesDeps & {
+    browserSessions: BrowserSessions;
+    apps: AppService;
+    changeRequests: ChangeRequestService;
+    comments: CommentService;
+    approvals: ApprovalService;
+    sessionStore: SessionStore;
+    transcripts: TranscriptStore;
+    secrets: SecretStore;
+    manifests: ManifestReader;
+    triggers: TriggerService;
+  };
 
 const HTML = "text/html; charset=utf-8";
 
@@ -100,17 +109,30 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
   async function crView(
     project: Project,
     crId: string,
+    viewer: CrViewer,
     refused?: string,
     lineTarget?: LineTarget,
   ): Promise<ChangeRequestView> {
     const cr = await deps.changeRequests.get(project, crId);
-    const [preview, diff, comments, checks] = await Promise.all([
+    const [preview, diff, comments, checks, approvals] = await Promise.all([
       settle(deps.changeRequests.preview(project, cr.cr_id)),
       settle(deps.changeRequests.diff(project, cr.cr_id)),
       settle(deps.comments.list(project, cr.cr_id)),
       settle(deps.changeRequests.checks(project, cr.cr_id).then((runs) => runs.map(shownRun))),
+      settle(deps.approvals.list(project, cr.cr_id)),
     ]);
-    return { project, cr, preview, diff, refusal: refused, comments, checks, lineTarget };
+    return {
+      project,
+      cr,
+      preview,
+      diff,
+      refusal: refused,
+      comments,
+      checks,
+      approvals,
+      viewerId: viewer.userId,
+      lineTarget,
+    };
   }
 
   function renderError(err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) {
@@ -143,7 +165,11 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
     // the page's Continue posts the code, which refuseOtherOrigins admits from this origin only.
     app.get("/sign-in", async (req, reply) => {
       const query = parseInput(SignInQuery, req.query, "query");
-      if (!query.code) return reply.type(HTML).send(signInPage(query.signed_out !== undefined));
+      const next = dashboardPath(query.next ?? "") ?? "/dashboard";
+      if (!query.code)
+        return reply
+          .type(HTML)
+          .send(signInPage({ next, signedOut: query.signed_out !== undefined, sso: deps.sso !== undefined }));
       const userId = await signInCodeUser(deps.sql, query.code);
       const me = userId && (await deps.accounts.me(userId));
       if (!me) return reply.code(401).type(HTML).send(badSignInLinkPage());
@@ -152,7 +178,7 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
         account: me.account.name,
         days: BROWSER_SESSION_TTL_MS / 86_400_000,
         code: query.code,
-        next: dashboardPath(query.next ?? "") ?? "/dashboard",
+        next,
       });
       return reply.type(HTML).send(page);
     });
@@ -166,6 +192,8 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
       return reply.redirect(dashboardPath(form.next ?? "") ?? "/dashboard", 303);
     });
 
+    await app.register(peoplePublicPages(deps));
+
     app.get(STYLESHEET_PATH.slice("/dashboard".length), async (_req, reply) =>
       reply.type("text/css; charset=utf-8").header("cache-control", "public, max-age=300").send(STYLESHEET),
     );
@@ -173,6 +201,7 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
 
   async function signedInPages(app: FastifyInstance) {
     app.addHook("preHandler", requireBrowserSession(deps.browserSessions));
+    app.addHook("preHandler", requireAccountRole(deps));
 
     app.get("/", async (req, reply) => {
       const accounts = await deps.accounts.accounts(req.browserSession!.userId);
@@ -180,7 +209,7 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
       return reply.type(HTML).send(projectsPage(projects, req.browserSession!.csrf));
     });
 
-    async function projectView(project: Project, refusal?: string): Promise<ProjectView> {
+    async function projectView(project: Project, role: AccountRole, refusal?: string): Promise<ProjectView> {
       const [sessions, changeRequests, secrets, triggers, apps] = await Promise.all([
         settle(deps.sessionStore.list(project.id).then((rows) => rows.map((s) => Session.parse(s)))),
         deps.changeRequests.list(project, { status: "all" }),
@@ -188,12 +217,12 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
         settle(deps.triggers.list(project)),
         settle(deps.apps.list(project)),
       ]);
-      return { project, sessions, changeRequests, secrets, triggers, apps, refusal };
+      return { project, role, sessions, changeRequests, secrets, triggers, apps, refusal };
     }
 
     app.get("/projects/:projectId", async (req, reply) => {
       const project = await projectFor(req);
-      return reply.type(HTML).send(projectPage(await projectView(project), req.browserSession!.csrf));
+      return reply.type(HTML).send(projectPage(await projectView(project, req.role!), req.browserSession!.csrf));
     });
 
     /**
@@ -209,7 +238,7 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
           return reply.redirect(`/dashboard/projects/${project.id}/sessions/${session.session_id}`, 303);
         } catch (err) {
           if (!(err instanceof ApiError) || err.status >= 500) throw err;
-          const view = await projectView(project, err.message);
+          const view = await projectView(project, req.role!, err.message);
           return reply.code(err.status).type(HTML).send(projectPage(view, req.browserSession!.csrf));
         }
       };
@@ -245,7 +274,12 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
       const lineTarget = path && line ? { path, line } : undefined;
       return reply
         .type(HTML)
-        .send(changeRequestPage(await crView(project, crId, undefined, lineTarget), req.browserSession!.csrf));
+        .send(
+          changeRequestPage(
+            await crView(project, crId, req.browserSession!, undefined, lineTarget),
+            req.browserSession!.csrf,
+          ),
+        );
     });
 
     for (const action of ["merge", "close", "reopen"] as const) {
@@ -266,7 +300,7 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
           return reply.redirect(`/dashboard/projects/${project.id}/crs/${cr.number}`, 303);
         } catch (err) {
           if (!(err instanceof ApiError) || err.status !== 409) throw err;
-          const view = await crView(project, crId, refusal(err));
+          const view = await crView(project, crId, req.browserSession!, refusal(err));
           return reply.code(409).type(HTML).send(changeRequestPage(view, req.browserSession!.csrf));
         }
       });
@@ -276,17 +310,27 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
     await app.register(
       crCommentPages({
         ...deps,
-        renderCr: async (project, crId, csrf, refused, lineTarget) =>
-          changeRequestPage(await crView(project, crId, refused, lineTarget), csrf),
+        renderCr: async (project, crId, viewer, refused, lineTarget) =>
+          changeRequestPage(await crView(project, crId, viewer, refused, lineTarget), viewer.csrf),
       }),
     );
     await app.register(
       crCheckPages({
         ...deps,
-        renderCr: async (project, crId, csrf, refused) => changeRequestPage(await crView(project, crId, refused), csrf),
+        renderCr: async (project, crId, viewer, refused) =>
+          changeRequestPage(await crView(project, crId, viewer, refused), viewer.csrf),
+      }),
+    );
+    await app.register(
+      crApprovalPages({
+        ...deps,
+        renderCr: async (project, crId, viewer, refused) =>
+          changeRequestPage(await crView(project, crId, viewer, refused), viewer.csrf),
       }),
     );
     await app.register(cliLoginRoutes(deps));
+    await app.register(memberPages(deps));
+    await app.register(auditPages(deps));
 
     app.post("/sign-out", { preHandler: requireCsrf }, async (req, reply) => {
       await deps.browserSessions.end(req.browserSession!.id);

@@ -17,13 +17,16 @@ declare module "fastify" {
   }
 }
 
-export function sessionCookieValue(header: string | undefined): string | undefined {
+/** The value of cookie `name` in a Cookie header. */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
   for (const pair of (header ?? "").split(";")) {
-    const [name, ...value] = pair.trim().split("=");
-    if (name === SESSION_COOKIE) return value.join("=");
+    const [key, ...value] = pair.trim().split("=");
+    if (key === name) return value.join("=");
   }
   return undefined;
 }
+
+export const sessionCookieValue = (header: string | undefined) => cookieValue(header, SESSION_COOKIE);
 
 export function sessionCookie(secret: string, maxAgeS: number, secure: boolean): string {
   return `${SESSION_COOKIE}=${secret}; Path=${COOKIE_PATH}; Max-Age=${maxAgeS}; HttpOnly; SameSite=Strict${secure ? "; Secure" : ""}`;

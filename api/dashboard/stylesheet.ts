@@ -30,7 +30,9 @@ code, pre, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; 
 .actions { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-end; }
 .actions form { display: flex; flex-direction: column; gap: .4rem; margin: 0; }
 label { font-weight: 600; }
-textarea, input[type=text] { width: min(100%, 32rem); font: inherit; padding: .35rem; }
+textarea, input[type=text], input[type=email], input[type=password] { width: min(100%, 32rem); font: inherit; padding: .35rem; }
+form.fields { display: flex; flex-direction: column; align-items: flex-start; gap: .4rem; }
+form.inline { display: inline-flex; flex-wrap: wrap; gap: .4rem; margin: 0; }
 button { font: inherit; font-weight: 600; padding: .35rem 1rem; border-radius: 6px; border: 1px solid #8c959f; background: #f6f8fa; cursor: pointer; }
 button.primary { background: #1f883d; border-color: #1a7f37; color: #fff; }
 header button { background: transparent; color: #fff; border-color: #8c959f; }

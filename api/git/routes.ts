@@ -6,7 +6,9 @@ import type { Project } from "../../protocol/project.ts";
 import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import { type AuthDeps, authorizeProject, resolvePrincipal } from "../auth/authenticate.ts";
-import { ApiError } from "../errors.ts";
+import { requireRole } from "../auth/roles.ts";
+import { leastRole } from "../auth/route-roles.ts";
+import { ApiError, apiError } from "../errors.ts";
 import type { Events } from "../events.ts";
 import { redactRepoUrl } from "../projects/routes.ts";
 import { isUuid, type ProjectStore } from "../projects/store.ts";
@@ -63,20 +65,29 @@ type GitAccess =
 
 /**
  * Who is talking to git: a sandbox (a credential bound to a running sandbox, which pushes its session branch
- * only) or a person (a user token, or a credential or project token a person minted outside any sandbox).
+ * only) or a person (a user token, or a credential or project token a person minted outside any sandbox). Either
+ * way the person it acts for must hold the least role of a push or a fetch in the project's account.
  */
-async function gitAccess(deps: GitRouteDeps, secret: string, projectId: string): Promise<GitAccess> {
-  if (secret.startsWith(CLONE_CREDENTIAL_PREFIX)) {
-    const grant = await deps.cloneCredentials.lookup(secret);
-    if (!grant) return { ok: false, status: 401, message: "clone credential expired or unknown" };
-    if (grant.projectId !== projectId) return { ok: false, status: 403, message: "credential is for another project" };
-    return grant.sandboxId
-      ? { ok: true, userId: grant.userId, role: "sandbox", sandboxId: grant.sandboxId }
-      : { ok: true, userId: grant.userId, role: "user" };
-  }
+async function gitAccess(deps: GitRouteDeps, secret: string, projectId: string, push: boolean): Promise<GitAccess> {
+  const least = leastRole(push ? "PUSH /git/:repo.git" : "FETCH /git/:repo.git");
   try {
+    if (secret.startsWith(CLONE_CREDENTIAL_PREFIX)) {
+      const grant = await deps.cloneCredentials.lookup(secret);
+      if (!grant) return { ok: false, status: 401, message: "clone credential expired or unknown" };
+      if (grant.projectId !== projectId)
+        return { ok: false, status: 403, message: "credential is for another project" };
+      // Minted by a person or for their sandbox: what it may do is what that person may do now.
+      const project = await deps.projects.byId(projectId);
+      if (!project) return { ok: false, status: 404, message: "no repository for this project" };
+      const role = await deps.accounts.role(grant.userId, project.account_id);
+      if (!role) throw apiError("NOT_A_MEMBER", "this credential's person is no longer a member of the account");
+      requireRole(role, least);
+      return grant.sandboxId
+        ? { ok: true, userId: grant.userId, role: "sandbox", sandboxId: grant.sandboxId }
+        : { ok: true, userId: grant.userId, role: "user" };
+    }
     const principal = await resolvePrincipal(deps, secret);
-    await authorizeProject(deps, principal, projectId, false);
+    await authorizeProject(deps, principal, projectId, least);
     if (principal.kind === "service") throw new Error("unreachable: service keys are refused above");
     if (principal.kind === "project" && principal.sandbox)
       return { ok: true, userId: principal.userId, role: "sandbox", sandboxId: principal.sandbox.sandboxId };
@@ -130,11 +141,11 @@ export function gitRoutes(deps: GitRouteDeps) {
         if (!isUuid(projectId) || !SERVICES.has(rest)) return deny(reply, 404, "not found");
         const secret = secretFrom(req);
         if (!secret) return deny(reply, 401, "authentication required: use a svc token as the password");
-        const who = await gitAccess(deps, secret, projectId);
+        const push = rest === "git-receive-pack" || (req.query as { service?: string }).service === "git-receive-pack";
+        const who = await gitAccess(deps, secret, projectId, push);
         if (!who.ok) return deny(reply, who.status, who.message);
         const project = await deps.projects.byId(projectId);
         if (!project) return deny(reply, 404, "no repository for this project");
-        const push = rest === "git-receive-pack" || (req.query as { service?: string }).service === "git-receive-pack";
         const external = project.repo_kind === "external";
         if (external && push && who.role !== "sandbox") {
           return deny(

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { pino } from "pino";
+import { INVITE_PATH_TOKEN } from "../people/invites.ts";
 import { PREVIEW_PARAM } from "../previews/grant.ts";
 
 /**
@@ -14,7 +15,10 @@ export function createLogger(level = "info"): FastifyBaseLogger {
     serializers: {
       req: (req: FastifyRequest) => ({
         method: req.method,
-        url: req.url.replace(new RegExp(`([?&]${PREVIEW_PARAM}=)[^&]*`, "g"), "$1[redacted]"),
+        url: req.url
+          // A preview link's grant, a sign-in link's code and the OpenID provider's code ride in the query.
+          .replace(new RegExp(`([?&](?:${PREVIEW_PARAM}|code)=)[^&]*`, "g"), "$1[redacted]")
+          .replace(INVITE_PATH_TOKEN, "$1[redacted]"),
         host: req.host,
         remoteAddress: req.ip,
       }),

@@ -103,7 +103,7 @@ describe("parseManifest", () => {
         triggers: [],
         apps: [],
         checks: [],
-        review: { fix_checks: false, max_fix_rounds: 3 },
+        review: { fix_checks: false, max_fix_rounds: 3, required_approvals: 0 },
       },
     });
   });
@@ -177,7 +177,7 @@ describe("parseManifest", () => {
     expect(good).toMatchObject({
       manifest: {
         checks: [{ name: "unit", run: "npm test", timeout: 600 }],
-        review: { fix_checks: true, max_fix_rounds: 3 },
+        review: { fix_checks: true, max_fix_rounds: 3, required_approvals: 0 },
       },
     });
     expect(errorOf('[[checks]]\nname = "unit"\n')).toMatchObject({ key: "checks[0].run" });
@@ -189,5 +189,21 @@ describe("parseManifest", () => {
     expect(errorOf('[[checks]]\nname = "a"\nrun = "x"\n[[checks]]\nname = "a"\nrun = "y"\n').message).toContain(
       "duplicate check name 'a'",
     );
+  });
+
+  it("reads [review] required_approvals: a whole number from 0 up; anything else is refused at its line", () => {
+    expect(parseManifest("[review]\nrequired_approvals = 2\n")).toMatchObject({
+      manifest: { review: { required_approvals: 2 } },
+    });
+    expect(parseManifest("[review]\nrequired_approvals = 0\n")).toMatchObject({
+      manifest: { review: { required_approvals: 0 } },
+    });
+    for (const bad of ["-1", "1.5", '"2"', "true", "21"]) {
+      expect(errorOf(`[project]\nname = "x"\n\n[review]\nrequired_approvals = ${bad}\n`), bad).toMatchObject({
+        key: "review.required_approvals",
+        line: 5,
+      });
+    }
+    expect(errorOf("[review]\nrequired_approvals = -1\n").message).toContain("0 or more approvals");
   });
 });

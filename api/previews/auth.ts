@@ -1,10 +1,14 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Project } from "../../protocol/project.ts";
 import { actingUserId, authorizeProject, bearer, checkSessionScope, resolvePrincipal } from "../auth/authenticate.ts";
+import { requireRole } from "../auth/roles.ts";
+import { leastRole } from "../auth/route-roles.ts";
 import { apiError } from "../errors.ts";
 import { isUuid } from "../projects/store.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
 import { PREVIEW_COOKIE, PREVIEW_PARAM, PreviewGrant, verifyPreviewGrant } from "./grant.ts";
+
+const PREVIEW = "PREVIEW <port>-<session>.<preview domain>";
 
 /** What a preview host names: `<port>-<session>.<preview domain>`. */
 export type PreviewPlace = { sessionId: string; port: number };
@@ -62,7 +66,7 @@ function claimedProject(token: string): string | undefined {
 /**
  * Who is previewing: a bearer token with access to the session's project (the API's usual rule, for clients such
  * as curl), or a preview link's grant from the query (first visit) or from the cookie that visit set. A grant
- * is bound to one user, project, session and port, and its user must still be a member of the account.
+ * is bound to one user, project, session and port, and its user must still hold the role previews take.
  */
 export async function authorizePreview(
   deps: SessionAccessDeps,
@@ -76,7 +80,7 @@ export async function authorizePreview(
     checkSessionScope(principal, place.sessionId);
     const projectId = await sessionsOf(deps).projectOf(place.sessionId);
     if (!projectId) throw apiError("SESSION_NOT_FOUND", `session ${place.sessionId} not found`);
-    const project = await authorizeProject(deps, principal, projectId, false);
+    const { project } = await authorizeProject(deps, principal, projectId, leastRole(PREVIEW));
     const target = await sessionsOf(deps).sandboxTarget(project, place.sessionId);
     return { project, userId: actingUserId(principal), target };
   }
@@ -95,7 +99,10 @@ export async function authorizePreview(
     if (!check.ok) continue;
     const grant = check.value;
     if (grant.project_id !== project.id || grant.session_id !== place.sessionId || grant.port !== place.port) continue;
-    if (!(await deps.accounts.isMember(grant.user_id, project.account_id))) continue;
+    const role = await deps.accounts.role(grant.user_id, project.account_id);
+    if (!role) continue;
+    // Still a member, but perhaps no longer one who may preview: said as it is, not as a bad link.
+    requireRole(role, leastRole(PREVIEW));
     return {
       project,
       userId: grant.user_id,

@@ -8,6 +8,7 @@ import { apiError } from "../errors.ts";
 import type { RemoteAddressCheck } from "../git/remote-address.ts";
 import type { Repositories } from "../git/repositories.ts";
 import { parseInput } from "../http/validate.ts";
+import { activeAccount, namedAccount } from "../people/active-account.ts";
 import { type ProjectStore, slugify } from "./store.ts";
 
 /** A repository URL as listings show it: credentials embedded by the user never leave the API. */
@@ -42,16 +43,19 @@ export function projectRoutes(deps: ProjectRouteDeps) {
         const own = await deps.projects.byId(principal.projectId);
         return { projects: own ? [present(own)] : [] };
       }
-      const accounts = await deps.accounts.accounts(actingUserId(principal));
-      return { projects: (await deps.projects.listForAccounts(accounts.map((a) => a.id))).map(present) };
+      // The active account's (`svc projects ls`: SPEC); a person of no account has none.
+      const userId = actingUserId(principal);
+      const named = namedAccount(req);
+      if (named === undefined && (await deps.accounts.accounts(userId)).length === 0) return { projects: [] };
+      const account = await activeAccount(deps.accounts, userId, named);
+      return { projects: (await deps.projects.listForAccounts([account.id])).map(present) };
     });
 
+    // In the account `account_id` names, else the active one: the one the auth hook checked the role in.
     app.post("/v1/projects", { config: { auth: "account" } }, async (req, reply) => {
       const body = parseInput(CreateProjectBody, req.body, "body");
       const userId = actingUserId(req.principal!);
-      const accounts = await deps.accounts.accounts(userId);
-      const account = body.account_id ? accounts.find((a) => a.id === body.account_id) : accounts[0];
-      if (!account) throw apiError("NOT_A_MEMBER", "you are not a member of that account", { field: "account_id" });
+      const account = req.account!;
       if (body.repo_url) {
         // Before anything is stored or fetched: git connects nowhere for a URL refused here.
         const verdict = await deps.checkRepoUrl(body.repo_url);

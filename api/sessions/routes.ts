@@ -3,6 +3,7 @@ import { z } from "zod";
 import { CreatePreviewBody } from "../../protocol/preview.ts";
 import { CreateSessionBody, SESSION_WAIT_DEFAULT_S, Session, SessionWaitQuery } from "../../protocol/session.ts";
 import { actingUserId, authorizeProject, forbidSessionToken } from "../auth/authenticate.ts";
+import { routeRole } from "../auth/route-roles.ts";
 import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import { createPreviewLink } from "../previews/links.ts";
@@ -40,9 +41,11 @@ export function sessionRoutes(deps: SessionAccessDeps) {
       const notFound = apiError("SESSION_NOT_FOUND", `session ${sessionId} not found`);
       const projectId = await service().projectOf(sessionId);
       if (!projectId) throw notFound;
-      const project = await authorizeProject(deps, req.principal!, projectId, false).catch((err: unknown) => {
-        throw err instanceof ApiError ? notFound : err;
-      });
+      const { project } = await authorizeProject(deps, req.principal!, projectId, routeRole(req)).catch(
+        (err: unknown) => {
+          throw err instanceof ApiError ? notFound : err;
+        },
+      );
       return present(await service().get(project, sessionId));
     });
 

@@ -13,6 +13,7 @@ import {
   LogsQuery,
 } from "../../protocol/sandbox-access.ts";
 import { authorizeProject, bearer, checkSessionScope, type Principal, resolvePrincipal } from "../auth/authenticate.ts";
+import { leastRole } from "../auth/route-roles.ts";
 import { apiError } from "../errors.ts";
 import { errorResponse, refuseUpgrade } from "../http/error-handler.ts";
 import { sendJsonLines } from "../http/json-lines.ts";
@@ -146,7 +147,12 @@ export function execUpgrade(deps: SessionAccessDeps, logError: (err: unknown) =>
       };
       const params = parseInput(Params, { projectId: decode(place[1]!), sessionId: decode(place[2]!) }, "params");
       const principal = await resolvePrincipal(deps, bearer(req));
-      const project = await authorizeProject(deps, principal, params.projectId, false);
+      const { project } = await authorizeProject(
+        deps,
+        principal,
+        params.projectId,
+        leastRole("EXEC /v1/projects/:projectId/sessions/:sessionId/exec"),
+      );
       checkSessionScope(principal, params.sessionId);
       refuseSessionToken(principal);
       const query = parseInput(ExecQuery, queryObject(url.searchParams), "query");

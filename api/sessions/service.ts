@@ -6,6 +6,7 @@ import { type CreateSessionBody, STARTING_STATUSES } from "../../protocol/sessio
 import { apiError } from "../errors.ts";
 import type { Events } from "../events.ts";
 import { refuseDefaultBranchLookalike } from "../git/branch-names.ts";
+import type { PlanService } from "../plans/plans.ts";
 import type { Cipher } from "../secrets/cipher.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
 import type { SessionRecord, SessionStore } from "./store.ts";
@@ -20,7 +21,7 @@ const WAIT_RECHECK_MS = 500;
 export type SandboxTarget = { projectId: string; url: string; serviceKey: string };
 
 export type SessionSettings = {
-  /** Concurrent live sessions per account. */
+  /** Concurrent live sessions per account when the stack has no plans (SVC_SESSION_CAP): api/plans/plans.ts. */
   sessionCap: number;
   defaultAgent: string;
 };
@@ -31,6 +32,8 @@ export type SessionServiceDeps = {
   /** Logs of and commands in a session's sandbox. */
   access: SandboxAccess;
   settings: SessionSettings;
+  /** Each account's session cap (its plan's, or its own) and the refusal that names it. */
+  plans: Pick<PlanService, "capOf" | "refusal">;
   /** This API process (orchestrator/cluster.ts): recorded on the sessions it provisions. */
   instanceId: string;
   /** Opens sealed service keys; without it sandboxes cannot be reached. */
@@ -49,22 +52,6 @@ export const SANDBOX_SERVICE_KEY_CONTEXT = "sandbox-service-key";
 /** The user-facing session lifecycle: create within the account's cap, read, stop, restart, remove. */
 export function createSessionService(deps: SessionServiceDeps) {
   const { store, provisioner, settings } = deps;
-
-  /**
-   * A start the account's cap refuses (SVC_SESSION_CAP, the stack's setting; no account has a plan of its own):
-   * whichever way the sandbox would have started, the same 429 with the cap, who sets it and what frees a slot.
-   */
-  function capReached(current: number) {
-    const cap = settings.sessionCap;
-    return apiError(
-      "SESSION_CAP_REACHED",
-      `session cap reached: this account may run ${cap} sessions at once (set by SVC_SESSION_CAP) and ${current} ` +
-        "are starting or running; list them with 'svc sessions ls', stop or delete one ('svc sessions stop <id>' or " +
-        "'svc sessions rm <id>'), or raise SVC_SESSION_CAP ('svc self-host env set SVC_SESSION_CAP=<n>', then " +
-        "'svc self-host restart'), then try again",
-      { limit: cap, current },
-    );
-  }
 
   async function load(project: Project, sessionId: string): Promise<SessionRecord> {
     const session = await store.get(project.id, sessionId);
@@ -118,6 +105,7 @@ export function createSessionService(deps: SessionServiceDeps) {
       refuseDefaultBranchLookalike(project, baseRef, "base_ref");
       const agentName = body.agent ?? settings.defaultAgent;
       // A pooled sandbox is made for a branch of its own.
+      const cap = await deps.plans.capOf(project.account_id);
       const pooled = options.branch
         ? undefined
         : provisioner.reservePooled(project, { baseRef, agent: agentName, model: body.model ?? null });
@@ -132,7 +120,7 @@ export function createSessionService(deps: SessionServiceDeps) {
           initialPrompt: body.prompt ?? null,
           createdBy: userId,
           trigger: options.trigger ?? null,
-          cap: settings.sessionCap,
+          cap: cap.session_cap,
           provisioner: deps.instanceId,
           branch: options.branch,
           purpose: options.check ? "check" : "agent",
@@ -143,7 +131,7 @@ export function createSessionService(deps: SessionServiceDeps) {
         });
       if ("current" in created) {
         if (pooled) provisioner.releasePooled(pooled);
-        throw capReached(created.current);
+        throw deps.plans.refusal(cap, created.current);
       }
       void provisioner.provision(project, created.session, {
         cutBranch: !options.branch,
@@ -240,18 +228,19 @@ export function createSessionService(deps: SessionServiceDeps) {
      */
     async restart(project: Project, sessionId: string): Promise<SessionRecord> {
       const session = await load(project, sessionId);
+      const cap = await deps.plans.capOf(session.account_id);
       const moved = await store.restartWithinCap({
         sessionId: session.session_id,
         accountId: session.account_id,
         from: ["provisioning", "running", "stopped", "failed"],
-        cap: settings.sessionCap,
+        cap: cap.session_cap,
         provisioner: deps.instanceId,
       });
       if (moved === undefined) {
         const now = await load(project, sessionId);
         throw apiError("CONFLICT", `session ${now.session_id} is ${now.status} and cannot be restarted`);
       }
-      if ("current" in moved) throw capReached(moved.current);
+      if ("current" in moved) throw deps.plans.refusal(cap, moved.current);
       await provisioner.stopSandboxOf(session.session_id);
       void provisioner.provision(project, moved.session, { cutBranch: false });
       return moved.session;

@@ -35,12 +35,18 @@ const LIVE_STATUSES: SessionStatus[] = ["provisioning", "running"];
  */
 async function capReached(tx: Sql, accountId: string, cap: number, except?: string): Promise<number | undefined> {
   await tx.query("select id from accounts where id = $1 for update", [accountId]);
-  const [count] = await tx.query<{ n: number }>(
+  const live = await liveSessions(tx, accountId, except);
+  return live >= cap ? live : undefined;
+}
+
+/** The account's sessions that hold a slot of its cap (checks' included), but `except`: what the cap counts. */
+export async function liveSessions(sql: Sql, accountId: string, except?: string): Promise<number> {
+  const [count] = await sql.query<{ n: number }>(
     `select count(*)::int as n from project_sessions
      where account_id = $1 and status = any($2::text[]) and session_id is distinct from $3::text`,
     [accountId, LIVE_STATUSES, except ?? null],
   );
-  return count!.n >= cap ? count!.n : undefined;
+  return count!.n;
 }
 
 /**
@@ -236,9 +242,12 @@ export function createSessionStore(sql: Sql, events: Events) {
       sandboxId: string,
       fields: { status?: SandboxStatus; containerId?: string; image?: string; url?: string; error?: string },
     ): Promise<void> {
+      // The first move to an end state is when the sandbox stopped: usage counts it until then.
       await sql.query(
         `update session_sandboxes set status = coalesce($2, status), container_id = coalesce($3, container_id),
-           image = coalesce($4, image), url = coalesce($5, url), error = coalesce($6, error), updated_at = now()
+           image = coalesce($4, image), url = coalesce($5, url), error = coalesce($6, error), updated_at = now(),
+           stopped_at = case when $2 in ('stopped', 'error', 'archived') then coalesce(stopped_at, now())
+             else stopped_at end
          where sandbox_id = $1`,
         [
           sandboxId,

@@ -120,11 +120,13 @@ export function createTriggerStore(sql: Sql) {
 
     /**
      * Who a trigger's sessions are created by: the project's creator while a member of its account, else the
-     * account's first owner, then its first admin, then its first member.
+     * account's first owner, then its first admin, then its first member; never a viewer, whose sessions' tokens
+     * could open no CR (a session's token acts with its person's role).
      */
     async actingUser(projectId: string): Promise<string | undefined> {
       const [row] = await sql.query<{ user_id: string }>(
-        `select m.user_id from projects p join memberships m on m.account_id = p.account_id where p.id = $1
+        `select m.user_id from projects p join memberships m on m.account_id = p.account_id
+         where p.id = $1 and m.role <> 'viewer'
          order by coalesce(m.user_id = p.created_by, false) desc,
            case m.role when 'owner' then 0 when 'admin' then 1 else 2 end, m.created_at limit 1`,
         [projectId],

@@ -2,13 +2,17 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { Command } from "commander";
 import { Me } from "../../protocol/account.ts";
+import { Email } from "../../protocol/member.ts";
+import { MintedToken } from "../../protocol/token.ts";
 import { createApiClient } from "../api-client.ts";
 import { openBrowser } from "../browser.ts";
 import { readConfig, updateConfig } from "../config-file.ts";
 import { optionsOf, resolveContext } from "../context.ts";
-import { CliError } from "../errors.ts";
+import { CliError, usageError } from "../errors.ts";
 import { apiBase, findHost, loginHint, normalizeHostUrl } from "../hosts.ts";
 import { info, printJson, printLine } from "../output.ts";
+import { notInteractive } from "../picker.ts";
+import { askSecret, interactive, readStdin } from "../prompt.ts";
 import { dashboardUrl } from "./projects.ts";
 
 const LOGIN_TIMEOUT_MS = 5 * 60_000;
@@ -50,6 +54,20 @@ async function browserLogin(hostUrl: string): Promise<string> {
   });
 }
 
+/**
+ * `svc login --email`: the password typed at the terminal without echo (or piped with --password-stdin), traded for
+ * a user token as a browser login would mint it. Asked before any request; nothing of it is stored.
+ */
+async function passwordLogin(url: string, email: string, fromStdin: boolean): Promise<string> {
+  if (!fromStdin && !interactive())
+    throw notInteractive("--password-stdin", `echo "$PASSWORD" | svc login --email ${email} --password-stdin`);
+  const password = fromStdin ? await readStdin() : await askSecret(`Password for ${email}: `, { trim: false });
+  if (!password) throw usageError("no password given");
+  const client = createApiClient({ baseUrl: apiBase(url), token: undefined });
+  const minted = await client.request("POST", "/auth/password", MintedToken, { body: { email, password } });
+  return minted.token;
+}
+
 async function verify(url: string, token: string) {
   return createApiClient({ baseUrl: apiBase(url), token }).request("GET", "/accounts/me", Me);
 }
@@ -73,17 +91,31 @@ export async function loginTo(
 
 export function authCommands(): Command[] {
   const login = new Command("login")
-    .description("log in to a host (browser flow, or --token on headless machines)")
+    .description("log in to a host (browser flow, --email and a password, or --token on headless machines)")
     .option("--token <pat>", "a svc_pat_ token")
+    .option("--email <email>", "log in with your email and password (the password is asked at the terminal)")
+    .option("--password-stdin", "with --email: read the password from stdin")
     .option("--api <url>", "API URL for the host")
     .option("--json", "output JSON: host, user, account")
     .action(async (_o, cmd: Command) => {
-      const opts = optionsOf<{ token?: string; api?: string; host?: string; json?: boolean }>(cmd);
+      const opts = optionsOf<{
+        token?: string;
+        email?: string;
+        passwordStdin?: boolean;
+        api?: string;
+        host?: string;
+        json?: boolean;
+      }>(cmd);
+      if (opts.token && opts.email) throw usageError("give --token or --email, not both");
+      if (opts.passwordStdin && !opts.email) throw usageError("--password-stdin goes with --email");
+      const email = opts.email === undefined ? undefined : Email.safeParse(opts.email);
+      if (email && !email.success) throw usageError(`--email: '${opts.email}' is not an email address`);
       const config = readConfig();
       const name = opts.host ?? config.active_host;
       const url = opts.api ? normalizeHostUrl(opts.api) : findHost(config, name)?.url;
       if (!url) throw new CliError(`unknown host '${name}'; give --api <url> or 'svc hosts add'`);
-      const me = await loginTo(name, url, opts.token, { quiet: opts.json });
+      const token = email ? await passwordLogin(url, email.data!, Boolean(opts.passwordStdin)) : opts.token;
+      const me = await loginTo(name, url, token, { quiet: opts.json });
       if (opts.json) printJson({ host: name, url, user: me.user, account: me.account });
     });
 

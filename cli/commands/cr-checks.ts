@@ -108,11 +108,15 @@ async function waitForChecks(read: () => Promise<Checks>, first: Checks): Promis
   return checks;
 }
 
-/** The CR's review state for `svc cr show`: its checks and its place in the merge queue. */
+/** The CR's review state for `svc cr show`: its checks, its approvals and its place in the merge queue. */
 export function reviewLines(cr: ChangeRequest): string[] {
   const lines: string[] = [];
   if (cr.status === "open" && cr.checks_status !== "none")
     lines.push(`checks:   ${cr.checks_status} (svc cr checks ${cr.number})`);
+  if (cr.status === "open" && (cr.required_approvals > 0 || cr.approvals > 0))
+    lines.push(
+      `approved: ${cr.approvals}/${cr.required_approvals} approvals of its head (svc cr approve ${cr.number})`,
+    );
   if (cr.auto_merge) lines.push("auto:     merges by itself once its checks pass (svc cr merge --cancel-auto)");
   else if (cr.auto_merge_note) lines.push(`auto:     left the merge queue: ${cr.auto_merge_note}`);
   return lines;
@@ -142,6 +146,11 @@ export async function setAutoMerge(
   if (json) return printJson(cr);
   if (!on) return info(`✓ CR #${cr.number} left the merge queue: it merges only when someone merges it`);
   info(`✓ CR #${cr.number} will merge when its checks pass`);
+  // Queued, it waits for its approvals too: said now, or the wait would look like a stuck queue.
+  if (cr.approvals < cr.required_approvals)
+    info(
+      `it merges once it has ${cr.required_approvals} approvals too (${cr.approvals} so far: svc cr approve ${cr.number})`,
+    );
   // The queue lets a CR with failed checks go at its next step: only a new head gets new checks.
   if (cr.checks_status === "failed")
     warn(`its checks failed on the current head, so the merge queue will let it go (svc cr checks ${cr.number})`);

@@ -16,6 +16,7 @@ import { findLink } from "../link-file.ts";
 import { info, printJson, printLine, warn } from "../output.ts";
 import { projectCommand, projectOption } from "../project-command.ts";
 import { printTable, useColor } from "../table.ts";
+import { approvalCommands } from "./cr-approvals.ts";
 import { checksCell, checksCommand, reviewLines, setAutoMerge } from "./cr-checks.ts";
 import { reviewCommands } from "./cr-review.ts";
 
@@ -278,5 +279,6 @@ export function crCommand(): Command {
   }
   reviewCommands(cr);
   checksCommand(cr);
+  approvalCommands(cr);
   return cr;
 }

@@ -6,18 +6,11 @@ import { DOTENV_FILE, parseDotenv, parsePair } from "../dotenv.ts";
 import { CliError, usageError } from "../errors.ts";
 import { info, printJson, warn } from "../output.ts";
 import { projectCommand, projectOption } from "../project-command.ts";
+import { readStdin } from "../prompt.ts";
 import { printTable } from "../table.ts";
 
 const SetResult = z.object({ names: z.array(z.string()), revision: z.number() });
 const UnsetResult = z.object({ removed: z.array(z.string()), revision: z.number() });
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks)
-    .toString("utf8")
-    .replace(/\r?\n$/, "");
-}
 
 /** The manifest in force is the default branch's: a broken one still lists its last good `[env]`, with why. */
 function warnManifestError(list: SecretList): void {

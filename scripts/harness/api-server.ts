@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type AppOptions, buildApp, type Services } from "../../api/app.ts";
 import type { Sql } from "../../api/db/sql.ts";
+import type { AccountRole } from "../../protocol/account.ts";
 
 export type TestApi = { url: string; dataDir: string; services: Services; close(): Promise<void> };
 
@@ -31,6 +32,10 @@ export async function startApi(
     /** Default TEST_REPO_ALLOWED_HOSTS. */
     repoAllowedHosts?: string[];
     repoAccess?: AppOptions["repoAccess"];
+    /** Single sign-on: the provider's issuer, this API's client there, the domains that join by themselves. */
+    oidc?: AppOptions["oidc"];
+    /** SVC_PLANS of this API; default one plan capped by the orchestrator settings' sessionCap. */
+    plans?: AppOptions["plans"];
   } = {},
 ): Promise<TestApi> {
   let url = "";
@@ -49,6 +54,8 @@ export async function startApi(
     apps: options.apps,
     repoAllowedHosts: options.repoAllowedHosts ?? TEST_REPO_ALLOWED_HOSTS,
     repoAccess: options.repoAccess,
+    oidc: options.oidc,
+    plans: options.plans,
   });
   await app.listen({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
@@ -68,6 +75,22 @@ export async function seedUser(services: Services, label = "user") {
   });
   const { token } = await services.tokens.mint({ userId, name: "test" });
   return { userId, accountId, token };
+}
+
+/** A user who belongs to `accountId` with `role` and to no account of their own, with a user token. */
+export async function seedMember(services: Services, accountId: string, role: AccountRole, label: string = role) {
+  counter += 1;
+  const [user] = await services.sql.query<{ id: string }>(
+    "insert into users (email, name) values ($1, $2) returning id",
+    [`${label}-${counter}-${process.pid}@example.test`, label],
+  );
+  await services.sql.query("insert into memberships (account_id, user_id, role) values ($1, $2, $3)", [
+    accountId,
+    user!.id,
+    role,
+  ]);
+  const { token } = await services.tokens.mint({ userId: user!.id, name: "test" });
+  return { userId: user!.id, accountId, token };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: an API answer that tests and benchmarks read field by field

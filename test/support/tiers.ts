@@ -28,7 +28,9 @@ export const API_TIER = [
   "protocol/http-tunnel.test.ts", // the tunnel and its upstreams on loopback
   "daemon/server.test.ts", // the daemon's HTTP surface on loopback
   "daemon/warm-up-model.test.ts", // a model endpoint on loopback
+  "test/accounts.test.ts", // two accounts, one person in both, the real svc binary
   "test/api-auth.test.ts",
+  "test/audit.test.ts", // the API process's own log at trace level; the real svc binary
   "test/api-validation.test.ts",
   "test/change-requests.test.ts",
   "test/cli-chat.test.ts",
@@ -36,9 +38,12 @@ export const API_TIER = [
   "test/cli-output.test.ts",
   "test/cli-terminal.test.ts",
   "test/cli-workflow.test.ts",
+  "test/cr-approvals.test.ts", // the real CLI, the CR page's form over plain HTTP
   "test/cr-checks-cli.test.ts", // the API with no check scheduler, its runs seeded through its store; the real CLI
   "test/cr-closed-refresh.test.ts",
   "test/cr-comments.test.ts", // the API with a session service over a driver that runs no sandbox, the real CLI
+  "test/roles.test.ts", // real git pushes by role, the CR page's Merge over plain HTTP
+  "test/route-roles.test.ts", // every line of ROUTE_ROLES for each role; a session service over a driver that runs no sandbox
   "test/daemon-proxy.test.ts",
   "test/daemon-workspace.test.ts",
   "test/daemon.test.ts",
@@ -50,6 +55,9 @@ export const API_TIER = [
   "test/manifest.test.ts",
   "test/merge-crash.test.ts", // API processes SIGKILLed mid-merge, on the PostgreSQL server
   "test/model-stall.test.ts", // the daemon with the real opencode as local processes, a stalling gateway on loopback
+  "test/plans.test.ts", // a driver that starts no sandbox: started sessions hold their slot
+  "test/people.test.ts",
+  "test/people-cli.test.ts", // the API as a process (its whole log read), the real CLI, a pseudo-terminal
   "test/secrets.test.ts",
   "test/security/bad-input.test.ts",
   "test/security/external-relay.test.ts",
@@ -66,6 +74,7 @@ export const API_TIER = [
   "test/transcript.test.ts",
   "test/trigger-refusals.test.ts",
   "test/triggers-external.test.ts",
+  "test/usage.test.ts",
 ];
 
 export const DOCKER_TIER = [
@@ -79,6 +88,7 @@ export const DOCKER_TIER = [
   "test/cluster.test.ts",
   "test/cr-review-loop.test.ts", // one sandbox stack, the real opencode with a scripted model, Chromium
   "test/dashboard-cr-checks.test.ts", // Chromium
+  "test/dashboard-people.test.ts", // Chromium
   "test/dashboard-session.test.ts",
   "test/dashboard.test.ts", // Chromium
   "test/install.test.ts", // README's first command: setup, npm ci, a stack on the Docker engine
@@ -98,6 +108,7 @@ export const DOCKER_TIER = [
   "test/self-host-stop.test.ts",
   "test/session-images.test.ts",
   "test/sessions.test.ts",
+  "test/sso.test.ts", // Chromium, a real OpenID provider (oidc-provider) on loopback
   "test/session-transcript.test.ts",
   "test/session-checkpoints.test.ts",
   "test/cr-checks.test.ts",

@@ -1,4 +1,5 @@
 import type { ChangeRequest, Diff, DiffFile, MergePreview } from "../../../protocol/change-request.ts";
+import type { CrApproval } from "../../../protocol/cr-approval.ts";
 import type { CheckRun } from "../../../protocol/cr-check.ts";
 import type { CrComment } from "../../../protocol/cr-comment.ts";
 import type { Project } from "../../../protocol/project.ts";
@@ -6,6 +7,7 @@ import { numberedLines, type PatchLine, patchPerFile } from "../../git/diff-line
 import { type Html, html } from "../html.ts";
 import { csrfField, layout } from "../layout.ts";
 import type { Part } from "../part.ts";
+import { approvalsSection } from "./cr-approvals.ts";
 import { autoMergeForm, autoMergeState, checksSection, mergeButton } from "./cr-checks.ts";
 
 export type ChangeRequestView = {
@@ -18,11 +20,18 @@ export type ChangeRequestView = {
   comments: Part<CrComment[]>;
   /** The checks of the CR's current head and base. */
   checks: Part<CheckRun[]>;
+  /** Every approval of the CR, earlier heads' too. */
+  approvals: Part<CrApproval[]>;
+  /** The signed-in person: the CR's author gets no Approve button. */
+  viewerId: string;
   /** The diff line whose comment form is open: the one a person clicked. */
   lineTarget?: LineTarget;
 };
 
 export type LineTarget = { path: string; line: number };
+
+/** Who the page is for: the signed-in person (the CR's author gets no Approve button) and their form token. */
+export type CrViewer = { userId: string; csrf: string };
 
 /** The files of a diff open at first sight only while the whole diff stays short; larger ones open on demand. */
 const OPEN_DIFF_LINES = 400;
@@ -133,6 +142,9 @@ function previewSection(cr: ChangeRequest, preview: MergePreview): Html {
   return html`<p><span class="badge clean">clean</span> a merge commit joins ${cr.head_ref} into ${cr.base_ref}.</p>`;
 }
 
+/** The head whose changes the page shows: what Merge and Approve act on. */
+const shownHead = (view: ChangeRequestView) => (view.diff.ok ? view.diff.value.head_sha : view.cr.head_commit_sha);
+
 const crPath = (view: ChangeRequestView) => `/dashboard/projects/${view.project.id}/crs/${view.cr.number}`;
 
 /** SPEC's CR state rules: an open CR merges or closes, a closed one reopens, a merged one is done. */
@@ -143,7 +155,7 @@ function actions(view: ChangeRequestView, csrf: string): Html {
   if (status === "closed")
     return html`<div class="actions"><form method="post" action="${base}/reopen">${csrfField(csrf)}<button type="submit">Reopen</button></form></div>`;
   // Merge lands the head whose changes this page shows, or nothing (409 HEAD_MOVED, the page shown again).
-  const shown = view.diff.ok ? view.diff.value.head_sha : view.cr.head_commit_sha;
+  const shown = shownHead(view);
   return html`<div class="actions">
 <form method="post" action="${base}/merge">${csrfField(csrf)}
 ${shown && html`<input type="hidden" name="head_sha" value="${shown}">`}
@@ -181,6 +193,7 @@ ${view.refusal && html`<p class="notice error" role="alert">${view.refusal}</p>`
 ${cr.description && html`<pre class="description">${cr.description}</pre>`}
 </section>
 ${checksSection(crPath(view), cr, view.checks)}
+${approvalsSection(crPath(view), cr, view.approvals, view.viewerId, shownHead(view), csrf)}
 <section aria-labelledby="merge"><h2 id="merge">Merge</h2>
 ${cr.status === "merged" ? mergedLine(cr) : part(view.preview, (p) => previewSection(cr, p))}
 ${autoMergeState(cr)}

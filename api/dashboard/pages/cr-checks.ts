@@ -5,6 +5,7 @@ import { plainText } from "../../../protocol/terminal-text.ts";
 import { type Html, html } from "../html.ts";
 import { csrfField } from "../layout.ts";
 import type { Part } from "../part.ts";
+import { approvalsMissing } from "./cr-approvals.ts";
 
 export const CR_CHECKS_SCRIPT_PATH = "/dashboard/assets/cr-checks.js";
 
@@ -19,12 +20,15 @@ export function checksLive(cr: ChangeRequest, runs: readonly CheckRun[]): boolea
   );
 }
 
-/** Why Merge is disabled, in words; undefined when it is not. A conflict keeps Merge, whose refusal names the files. */
+/**
+ * Why Merge is disabled, in words: checks that have not passed, approvals missing; undefined when it is not. A
+ * conflict keeps Merge, whose refusal names the files.
+ */
 export function mergeBlocked(cr: ChangeRequest): string | undefined {
   if (cr.status !== "open") return undefined;
   if (cr.checks_status === "pending") return "Checks have not passed yet: they have not finished.";
   if (cr.checks_status === "failed") return "Checks have not passed: push a fix, and they run again.";
-  return undefined;
+  return approvalsMissing(cr);
 }
 
 /**
@@ -84,7 +88,9 @@ export function mergeButton(cr: ChangeRequest): Html {
 export function autoMergeState(cr: ChangeRequest): Html {
   if (cr.status !== "open") return html``;
   if (cr.auto_merge)
-    return html`<p class="notice info" id="auto-merge-state">Merges by itself once its checks pass.</p>`;
+    return html`<p class="notice info" id="auto-merge-state">Merges by itself once its checks pass${
+      cr.required_approvals > 0 && " and it has its approvals"
+    }.</p>`;
   return cr.auto_merge_note
     ? html`<p class="notice info" id="auto-merge-note">Auto-merge stopped: ${cr.auto_merge_note}</p>`
     : html``;

@@ -1,21 +1,12 @@
 import { type Html, html } from "../html.ts";
 import { layout } from "../layout.ts";
 
-const HOW_TO_SIGN_IN = html`<p>The dashboard signs a browser in with a one-time link from the command line. Run</p>
+/** How to get a one-time sign-in link: the sign-in page and a spent link's page say it. */
+export const HOW_TO_SIGN_IN = html`<p>The dashboard signs a browser in with a one-time link from the command line. Run</p>
 <pre><code>svc projects open</code></pre>
 <p>(or <code>svc projects open &lt;id&gt;</code>, <code>svc sessions open &lt;id&gt;</code>) on a machine logged in
 to this server, and open the link it prints within two minutes. On the machine that runs <code>svc self-host</code>,
 <code>svc self-host start</code> has logged its CLI in as the admin.</p>`;
-
-/** Where a browser without a session lands: how to get a sign-in link. */
-export function signInPage(signedOut: boolean): string {
-  return layout({
-    title: "Sign in",
-    body: html`<h1>Sign in to the svc dashboard</h1>
-${signedOut && html`<p class="notice info" role="status">You are signed out.</p>`}
-${HOW_TO_SIGN_IN}`,
-  });
-}
 
 /**
  * What a sign-in link opens: the question, not the session. Signing in takes this page's Continue (a POST of the

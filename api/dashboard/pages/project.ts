@@ -1,15 +1,20 @@
+import type { AccountRole } from "../../../protocol/account.ts";
 import type { AppList } from "../../../protocol/app.ts";
 import type { ChangeRequest } from "../../../protocol/change-request.ts";
 import type { Project } from "../../../protocol/project.ts";
 import type { SecretList } from "../../../protocol/secret.ts";
 import type { Session } from "../../../protocol/session.ts";
 import type { TriggerList } from "../../../protocol/trigger.ts";
+import { atLeast } from "../../auth/roles.ts";
+import { leastRole, type RouteKey } from "../../auth/route-roles.ts";
 import { type Html, html } from "../html.ts";
 import { csrfField, layout } from "../layout.ts";
 import type { Part } from "../part.ts";
 
 export type ProjectView = {
   project: Project;
+  /** The person's role in the project's account: a control their role may not use is not shown. */
+  role: AccountRole;
   sessions: Part<Session[]>;
   changeRequests: ChangeRequest[];
   secrets: Part<SecretList>;
@@ -18,6 +23,9 @@ export type ProjectView = {
   /** Why the last action was refused (the session cap, a trigger that cannot fire), in words. */
   refusal?: string;
 };
+
+/** Whether the page's person may post to `key` (the server checks again, with the same table). */
+const may = (view: ProjectView, key: RouteKey) => atLeast(view.role, leastRole(key));
 
 /** A new session, as `svc sessions new [--prompt] [--base]` starts one. */
 function newSessionForm(view: ProjectView, csrf: string): Html {
@@ -115,7 +123,10 @@ function triggersSection(view: ProjectView, csrf: string): Html {
 <td class="mono">${t.schedule}${t.timezone && html` (${t.timezone})`}</td>
 <td>${t.enabled ? "yes" : "no"}</td>
 <td>${when(t.last_fired_at)}${t.last_error && html` <span class="badge failed">${t.last_error}</span>`}</td>
-<td><form method="post" action="/dashboard/projects/${view.project.id}/triggers/${t.slug}/fire" class="inline">${csrfField(csrf)}<button type="submit" aria-label="Fire ${t.slug}">Fire</button></form></td>
+<td>${
+            may(view, "POST /dashboard/projects/:projectId/triggers/:slug/fire") &&
+            html`<form method="post" action="/dashboard/projects/${view.project.id}/triggers/${t.slug}/fire" class="inline">${csrfField(csrf)}<button type="submit" aria-label="Fire ${t.slug}">Fire</button></form>`
+          }</td>
 </tr>`,
         )}</tbody></table></div>`,
   );
@@ -130,7 +141,7 @@ export function projectPage(view: ProjectView, csrf: string): string {
     body: html`<h1>${p.name} <span class="muted mono">${p.slug}</span></h1>
 <p class="muted">${p.repo_kind} repository, default branch <code>${p.default_branch}</code></p>
 ${view.refusal && html`<p class="notice error" role="alert">${view.refusal}</p>`}
-<section aria-labelledby="sessions"><h2 id="sessions">Sessions</h2>${newSessionForm(view, csrf)}${sessionsSection(view)}</section>
+<section aria-labelledby="sessions"><h2 id="sessions">Sessions</h2>${may(view, "POST /dashboard/projects/:projectId/sessions") && newSessionForm(view, csrf)}${sessionsSection(view)}</section>
 <section aria-labelledby="crs"><h2 id="crs">Change requests</h2>${crSection(view)}</section>
 <section aria-labelledby="secrets"><h2 id="secrets">Secrets</h2>${secretsSection(view)}</section>
 <section aria-labelledby="triggers"><h2 id="triggers">Triggers</h2>${triggersSection(view, csrf)}</section>
