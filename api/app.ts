@@ -23,6 +23,7 @@ import { createAppDeployStore } from "./apps/store.ts";
 import { registerAudit } from "./audit/hook.ts";
 import { recordQueueMerge } from "./audit/queue-merges.ts";
 import { auditRoutes } from "./audit/routes.ts";
+import { createSignInAudit } from "./audit/sign-ins.ts";
 import { createAuditLog } from "./audit/store.ts";
 import { registerAuthentication } from "./auth/authenticate.ts";
 import { createTokenStore } from "./auth/token-store.ts";
@@ -190,6 +191,7 @@ export function createServices(
   const projects = createProjectStore(sql, (id) => `${publicUrl()}/git/${id}.git`);
   const accounts = createAccountStore(sql);
   const audit = createAuditLog(sql);
+  const signInAudit = createSignInAudit({ audit, accounts });
   const plans = createPlans({
     sql,
     catalogue: options.plans ?? singlePlan(options.orchestrator?.settings.sessionCap ?? SESSION_CAP_DEFAULT),
@@ -423,6 +425,7 @@ export function createServices(
     hooksDir: installHooks(options.dataDir),
     accounts,
     audit,
+    signInAudit,
     plans,
     usage: createUsageStore(sql),
     invites,
@@ -448,7 +451,7 @@ export function createServices(
     transcripts,
     egressProxy: egress.proxy,
     browserSessions: createBrowserSessions(sql),
-    sso: options.oidc && createSso({ sql, settings: options.oidc, publicUrl }),
+    sso: options.oidc && createSso({ sql, settings: options.oidc, publicUrl, signInAudit }),
     events,
     slack,
     channelStore,

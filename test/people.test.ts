@@ -157,6 +157,13 @@ describe.each(DATABASE_KINDS)("people: invites, passwords, members (%s)", (kind)
     expect(joined.cookie).toMatch(/^svc_dss_/);
     expect((await page("/dashboard", joined.cookie)).status).toBe(200);
     expect(await membershipOf("ann@example.test")).toBe("admin");
+    // No signed-in person made that request: the join is in the account's audit log as Ann's own act.
+    const log = (await rest("GET", "/v1/accounts/audit", owner.token)).body.events as any[];
+    expect(log.find((e) => e.action === "member.join")).toMatchObject({
+      actor: { email: "ann@example.test", kind: "user" },
+      details: { via: "invite" },
+    });
+    expect(JSON.stringify(log)).not.toContain(token);
     expect((await members()).find((m) => m.email === "ann@example.test")).toMatchObject({
       name: "Ann Example",
       role: "admin",
@@ -347,6 +354,12 @@ describe.each(DATABASE_KINDS)("people: invites, passwords, members (%s)", (kind)
     expect(body.token).toMatch(/^svc_pat_/);
     expect(body).toMatchObject({ kind: "user", name: "cli (password login)" });
     expect((await rest("GET", "/v1/accounts/me", body.token)).body.user.email).toBe("ann@example.test");
+    const log = (await rest("GET", "/v1/accounts/audit", owner.token)).body.events as any[];
+    expect(log.find((e) => e.action === "token.mint" && e.details.via === "password login")).toMatchObject({
+      actor: { email: "ann@example.test" },
+      resource: { type: "token", id: body.id },
+    });
+    expect(JSON.stringify(log)).not.toContain(body.token);
     const bad = [await passwordLogin("ann@example.test", "nope"), await passwordLogin("nobody@example.test", "nope")];
     for (const refused of bad) {
       expect(refused.status).toBe(401);

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { DEFAULT_TOKEN_DAYS } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
+import type { SignInAudit } from "../audit/sign-ins.ts";
 import type { TokenStore } from "../auth/token-store.ts";
 import { apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
@@ -47,7 +48,12 @@ function checkCallbackPort(callback: string, req: FastifyRequest, publicUrl: str
  * Authorize mints a user token and sends it, with the CLI's state, to the CLI's loopback callback. Registered in
  * the signed-in scope of the dashboard.
  */
-export function cliLoginRoutes(deps: { tokens: TokenStore; accounts: AccountStore; publicUrl: () => string }) {
+export function cliLoginRoutes(deps: {
+  tokens: TokenStore;
+  accounts: AccountStore;
+  publicUrl: () => string;
+  signInAudit: SignInAudit;
+}) {
   return async (app: FastifyInstance) => {
     app.get("/cli/login", async (req, reply) => {
       const query = parseInput(LoginQuery, req.query, "query");
@@ -72,7 +78,9 @@ export function cliLoginRoutes(deps: { tokens: TokenStore; accounts: AccountStor
       const form = parseInput(LoginForm, req.body, "body");
       checkCallbackPort(form.callback, req, deps.publicUrl());
       // A browser login lives DEFAULT_TOKEN_DAYS, the token store's default.
-      const { token } = await deps.tokens.mint({ userId: req.browserSession!.userId, name: "cli (browser login)" });
+      const userId = req.browserSession!.userId;
+      const { id, token } = await deps.tokens.mint({ userId, name: "cli (browser login)" });
+      await deps.signInAudit.tokenMinted(userId, id, "browser login", req);
       const target = new URL(form.callback);
       target.search = new URLSearchParams({ state: form.state, token }).toString();
       return reply.redirect(target.toString(), 303);

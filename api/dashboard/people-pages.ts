@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { DisplayName, InviteBody, NewPassword, RoleChangeBody } from "../../protocol/member.ts";
 import type { AccountStore } from "../accounts/store.ts";
+import type { SignInAudit } from "../audit/sign-ins.ts";
 import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import { activeAccount } from "../people/active-account.ts";
@@ -47,6 +48,7 @@ export type PeoplePagesDeps = {
   publicUrl: () => string;
   /** Single sign-on, when configured: the sign-in page offers it. */
   sso?: Sso;
+  signInAudit: SignInAudit;
 };
 
 /** A browser that may or may not be signed in: its session, without sending it to the sign-in page. */
@@ -142,7 +144,8 @@ export function peoplePublicPages(deps: PeoplePagesDeps) {
       const found = await deps.invites.lookup(token);
       if (found.state !== "open") return invalidInvite(reply, inviteRefusal(found));
       try {
-        const { userId } = await deps.invites.accept(token, await invitee(req, found.invite, form));
+        const { userId, accountId } = await deps.invites.accept(token, await invitee(req, found.invite, form));
+        await deps.signInAudit.joined(userId, accountId, "invite", req);
         await signIn(reply, userId);
         return reply.redirect("/dashboard", 303);
       } catch (err) {

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { Email, InviteBody, type MemberList, PasswordLoginBody, RoleChangeBody } from "../../protocol/member.ts";
+import type { SignInAudit } from "../audit/sign-ins.ts";
 import { actingUserId } from "../auth/authenticate.ts";
 import type { TokenStore } from "../auth/token-store.ts";
 import { parseInput } from "../http/validate.ts";
@@ -13,6 +14,7 @@ export type PeopleDeps = {
   members: Members;
   passwordSignIn: PasswordSignIn;
   tokens: TokenStore;
+  signInAudit: SignInAudit;
 };
 
 /**
@@ -52,6 +54,7 @@ export function peopleRoutes(deps: PeopleDeps) {
       const userId = await deps.passwordSignIn.userId(body.email, body.password, req.ip);
       // A password login lives DEFAULT_TOKEN_DAYS, as a browser login does.
       const minted = await deps.tokens.mint({ userId, name: "cli (password login)" });
+      await deps.signInAudit.tokenMinted(userId, minted.id, "password login", req);
       return reply.code(201).send(minted);
     });
   };

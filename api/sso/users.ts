@@ -11,7 +11,12 @@ import type { SsoIdentity } from "./provider.ts";
  * account, and for an invited email a new user whom the invite's page then joins to its account. Every path needs an
  * email the provider has verified: an unverified one is anyone's to type.
  */
-export function createSsoUsers(deps: { sql: Sql; allowedDomains: readonly string[] }) {
+export function createSsoUsers(deps: {
+  sql: Sql;
+  allowedDomains: readonly string[];
+  /** Told once a person joined an account by their email's domain, after the join committed. */
+  onJoined?: (userId: string, accountId: string) => Promise<void>;
+}) {
   const { sql } = deps;
 
   async function byIdentity(identity: SsoIdentity): Promise<string | undefined> {
@@ -40,7 +45,8 @@ export function createSsoUsers(deps: { sql: Sql; allowedDomains: readonly string
   }
 
   async function findOrJoin(identity: SsoIdentity, email: string): Promise<string> {
-    return sql.transaction(async (tx) => {
+    let joined: string | undefined;
+    const userId = await sql.transaction(async (tx) => {
       const [existing] = await tx.query<{ id: string }>("select id from users where email = $1", [email]);
       if (existing) {
         const [other] = await tx.query("select 1 from user_identities where user_id = $1 and issuer = $2", [
@@ -72,14 +78,18 @@ export function createSsoUsers(deps: { sql: Sql; allowedDomains: readonly string
         email,
         name.success ? name.data : email.slice(0, email.lastIndexOf("@")),
       ]);
-      if (accountId)
+      if (accountId) {
         await tx.query("insert into memberships (account_id, user_id, role) values ($1, $2, 'member')", [
           accountId,
           user!.id,
         ]);
+        joined = accountId;
+      }
       await link(tx, user!.id, identity);
       return user!.id;
     });
+    if (joined) await deps.onJoined?.(userId, joined);
+    return userId;
   }
 
   return {
