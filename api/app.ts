@@ -63,6 +63,7 @@ import { gitRoutes } from "./git/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from "./http/error-handler.ts";
 import { createLogger } from "./http/logger.ts";
+import { trustedProxy } from "./http/trusted-proxy.ts";
 import { registerInputChecks } from "./http/validate.ts";
 import { createCliBundleSource, defaultCliBundlePath } from "./install/cli-bundle.ts";
 import { installRoutes } from "./install/routes.ts";
@@ -112,6 +113,8 @@ export const PROJECT_REPO_TOKEN_SECRET = "GIT_ACCESS_TOKEN";
 
 export type AppOptions = {
   sql: Sql;
+  /** The proxy in front (SVC_TRUSTED_PROXY): its X-Forwarded-For's last hop is the client's address. */
+  trustedProxy?: string;
   /** Repositories, mirrors and git hooks live here. */
   dataDir: string;
   /** Origin under which this API is reachable (clone URLs are built from it); a function when known late. */
@@ -477,8 +480,11 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   const appHosts = createAppHosts(services, forward, (err) => logger.error({ err }, "app request failed"));
   // A sandbox's proxied plain-http requests (absolute URIs) and its CONNECTs are the egress proxy's, never a route's.
   const egressProxy = services.orchestrator && services.egressProxy;
+  const proxy = options.trustedProxy ? trustedProxy(options.trustedProxy) : undefined;
+  await proxy?.ready;
   const app = Fastify({
     loggerInstance: logger,
+    ...(proxy ? { trustProxy: proxy.trust } : {}),
     // Preview hosts (`<port>-<session>.<domain>`) and app hosts own every path, so they are routed before Fastify.
     serverFactory: (handler) =>
       createServer((req, res) => {
@@ -494,6 +500,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
       disableRequestLogging: options.logLevel !== "debug" && options.logLevel !== "trace",
     }),
   });
+  app.addHook("onClose", async () => proxy?.stop());
   // A closing API takes its warm pool's sandboxes with it: nobody else could claim them.
   app.addHook("onClose", async () => services.orchestrator?.provisioner.stopPool());
   services.orchestrator?.provisioner.startPool();

@@ -15,6 +15,7 @@ export type ApiConfig = {
   dataDir: string;
   publicUrl: string;
   previewDomain: string | undefined;
+  trustedProxy: string | undefined;
   /** `accounts`: whom the stack-wide credential serves (SVC_REPO_ACCESS_ACCOUNTS); undefined: the admin's accounts. */
   repoAccess: { token: string | undefined; url: string; app: GitHubApp | undefined; accounts: string[] | undefined };
   /** Repository hosts allowed whatever they resolve to (SVC_REPO_ALLOWED_HOSTS); none by default. */
@@ -128,6 +129,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     dataDir: join(e.SVC_HOME, "data"),
     publicUrl: e.SVC_PUBLIC_URL ?? `http://127.0.0.1:${e.SVC_PORT}`,
     previewDomain: e.SVC_PREVIEW_DOMAIN,
+    trustedProxy: e.SVC_TRUSTED_PROXY,
     repoAccess: {
       token: e.SVC_REPO_ACCESS_TOKEN,
       url: e.SVC_REPO_ACCESS_URL,

@@ -37,6 +37,7 @@ const { app, services } = await buildApp({
   dataDir: config.dataDir,
   publicUrl: config.publicUrl,
   previewDomain: config.previewDomain,
+  trustedProxy: config.trustedProxy,
   repoAccess: config.repoAccess,
   repoAllowedHosts: config.repoAllowedHosts,
   secretsKey: config.secretsKey,

@@ -117,6 +117,12 @@ export const STACK_SETTINGS = [
     "origin users and git clients reach the API at (default http://127.0.0.1:<port>)",
   ),
   setting(
+    "SVC_TRUSTED_PROXY",
+    "text",
+    z.string().regex(DNS_NAME, "must be a DNS name").optional(),
+    "host name of the proxy in front of the API whose X-Forwarded-For names the client (compose mode: edge)",
+  ),
+  setting(
     "SVC_PREVIEW_DOMAIN",
     "text",
     z.string().regex(DNS_NAME, "must be a DNS name").optional(),
