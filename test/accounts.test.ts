@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { csrfToken } from "../api/dashboard/browser-sessions.ts";
 import type { AuditEvent } from "../protocol/audit.ts";
 import { call, seedMember, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { type CliEnv, cliHome, svc } from "./support/cli.ts";
@@ -34,6 +35,8 @@ describe.each(DATABASE_KINDS)("several accounts per person, each its own world (
       body: options.body,
       headers: options.account ? { "x-svc-account": options.account } : {},
     });
+  /** The emails a members page lists. */
+  const emailsOn = async (page: string) => [...page.matchAll(/[\w.+-]+@[\w.-]+\.test/g)].map((m) => m[0]);
   const emailOf = async (p: Person) =>
     (await db.sql.query<{ email: string }>("select email from users where id = $1", [p.userId]))[0]!.email;
 
@@ -142,6 +145,55 @@ describe.each(DATABASE_KINDS)("several accounts per person, each its own world (
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`yours: ${slugs.a}, ${slugs.b}`);
     expect((await run(["whoami"])).stdout.trim()).toBe(`${email}\t${slugs.a}`);
+  });
+
+  it("the dashboard's account pages show the account the browser chose; a stranger's account cannot be chosen", async () => {
+    const { secret } = await api.services.browserSessions.open(alice.userId);
+    const browse = async (path: string, extra = "") =>
+      fetch(`${api.url}${path}`, { headers: { cookie: `svc_dashboard=${secret}${extra}` }, redirect: "manual" });
+    const choose = (account: string) =>
+      fetch(`${api.url}/dashboard/account`, {
+        method: "POST",
+        redirect: "manual",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          origin: api.url,
+          cookie: `svc_dashboard=${secret}`,
+        },
+        body: new URLSearchParams({ _csrf: csrfToken(secret), account, next: "/dashboard/members" }).toString(),
+      });
+    const first = await (await browse("/dashboard/members")).text();
+    expect(first).toContain(`<option value="${slugs.b}">`);
+    expect(await emailsOn(first)).toContain(await emailOf(carol));
+
+    const chose = await choose(slugs.b);
+    expect(chose.status).toBe(303);
+    expect(chose.headers.get("location")).toBe("/dashboard/members");
+    const cookie = chose.headers.get("set-cookie")!.split(";")[0]!;
+    const members = await (await browse("/dashboard/members", `; ${cookie}`)).text();
+    expect(await emailsOn(members)).toContain(await emailOf(bob));
+    expect(await emailsOn(members)).not.toContain(await emailOf(carol));
+    const audit = await (await browse("/dashboard/audit", `; ${cookie}`)).text();
+    expect(audit).toContain(`<h1>Audit log of `);
+    expect(audit).toContain(`<option value="${slugs.b}" selected>`);
+
+    // Carol is in A only: choosing B is refused, and a cookie naming it shows her own account.
+    const { secret: carols } = await api.services.browserSessions.open(carol.userId);
+    const refused = await fetch(`${api.url}/dashboard/account`, {
+      method: "POST",
+      redirect: "manual",
+      headers: {
+        "content-type": "application/x-www-form-urlencoded",
+        origin: api.url,
+        cookie: `svc_dashboard=${carols}`,
+      },
+      body: new URLSearchParams({ _csrf: csrfToken(carols), account: slugs.b }).toString(),
+    });
+    expect(refused.status).toBe(403);
+    const hers = await fetch(`${api.url}/dashboard/members`, {
+      headers: { cookie: `svc_dashboard=${carols}; ${cookie}` },
+    });
+    expect(await emailsOn(await hers.text())).not.toContain(await emailOf(bob));
   });
 
   it("an active account she has left is refused with the way out, and svc accounts use still works", async () => {

@@ -55,6 +55,7 @@ export const ROUTE_ROLES = {
   "GET /dashboard/cli/login": "signed-in",
   "POST /dashboard/cli/login": "signed-in",
   "POST /dashboard/sign-out": "signed-in",
+  "POST /dashboard/account": "signed-in",
   // Lists only the projects of the caller's accounts.
   "GET /v1/projects": "signed-in",
 

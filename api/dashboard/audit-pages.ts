@@ -3,7 +3,7 @@ import { AuditQuery } from "../../protocol/audit.ts";
 import type { AccountStore } from "../accounts/store.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { parseInput } from "../http/validate.ts";
-import { activeAccount } from "../people/active-account.ts";
+import { accountSwitch } from "./pages/account-switch.ts";
 import { auditPage } from "./pages/audit.ts";
 
 export type AuditPagesDeps = { accounts: AccountStore; audit: AuditLog };
@@ -13,9 +13,19 @@ export function auditPages(deps: AuditPagesDeps) {
   return async (app: FastifyInstance) => {
     app.get("/audit", async (req, reply) => {
       const query = parseInput(AuditQuery, req.query, "query");
-      const account = await activeAccount(deps.accounts, req.browserSession!.userId);
+      const account = req.account!;
       const list = await deps.audit.list(account.id, query);
-      return reply.type("text/html; charset=utf-8").send(auditPage(account, list, req.browserSession!.csrf));
+      const mine = await deps.accounts.accounts(req.browserSession!.userId);
+      return reply
+        .type("text/html; charset=utf-8")
+        .send(
+          auditPage(
+            account,
+            list,
+            req.browserSession!.csrf,
+            accountSwitch(account, mine, req.browserSession!.csrf, "/dashboard/audit"),
+          ),
+        );
     });
   };
 }

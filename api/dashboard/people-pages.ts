@@ -5,7 +5,6 @@ import type { AccountStore } from "../accounts/store.ts";
 import type { SignInAudit } from "../audit/sign-ins.ts";
 import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
-import { activeAccount } from "../people/active-account.ts";
 import { type Invitee, type Invites, invitePath, inviteRefusal, type OpenInvite } from "../people/invites.ts";
 import type { Members } from "../people/members.ts";
 import type { PasswordSignIn } from "../people/password-sign-in.ts";
@@ -13,6 +12,7 @@ import { hashPassword } from "../people/passwords.ts";
 import type { Sso } from "../sso/sso.ts";
 import { BROWSER_SESSION_TTL_MS, type BrowserSessions, sameToken } from "./browser-sessions.ts";
 import { dashboardPath } from "./next-path.ts";
+import { accountSwitch } from "./pages/account-switch.ts";
 import { type InviteView, invitePage } from "./pages/invite.ts";
 import { type MembersView, membersPage } from "./pages/members.ts";
 import { errorPage } from "./pages/messages.ts";
@@ -166,8 +166,10 @@ export function peoplePublicPages(deps: PeoplePagesDeps) {
  */
 export function memberPages(deps: PeoplePagesDeps) {
   const view = async (req: FastifyRequest, more: Pick<MembersView, "invited" | "refusal"> = {}) => {
-    const account = await activeAccount(deps.accounts, req.browserSession!.userId);
-    return { account, members: await deps.members.list(account.id), ...more };
+    const account = req.account!;
+    const mine = await deps.accounts.accounts(req.browserSession!.userId);
+    const switcher = accountSwitch(account, mine, req.browserSession!.csrf, "/dashboard/members");
+    return { account, members: await deps.members.list(account.id), switcher, ...more };
   };
 
   /** A refusal a person can act on comes back on the page; nothing changed. */
@@ -187,7 +189,7 @@ export function memberPages(deps: PeoplePagesDeps) {
       try {
         const body = parseInput(InviteBody, { email: form.email, role: form.role }, "body");
         const userId = req.browserSession!.userId;
-        const invited = await deps.members.invite(await activeAccount(deps.accounts, userId), userId, body);
+        const invited = await deps.members.invite(req.account!, userId, body);
         // The link is in this answer only (its token is stored hashed): no redirect, whose page could not show it.
         return reply.type(HTML).send(membersPage(await view(req, { invited }), req.browserSession!.csrf));
       } catch (err) {
@@ -199,8 +201,7 @@ export function memberPages(deps: PeoplePagesDeps) {
       const form = parseInput(EmailRoleForm, req.body, "body");
       try {
         const { role } = parseInput(RoleChangeBody, { role: form.role }, "body");
-        const account = await activeAccount(deps.accounts, req.browserSession!.userId);
-        await deps.members.changeRole(account, form.email.trim().toLowerCase(), role);
+        await deps.members.changeRole(req.account!, form.email.trim().toLowerCase(), role);
         return reply.redirect("/dashboard/members", 303);
       } catch (err) {
         return refused(req, reply, err);
@@ -210,8 +211,7 @@ export function memberPages(deps: PeoplePagesDeps) {
     app.post("/members/remove", { preHandler: requireCsrf }, async (req, reply) => {
       const form = parseInput(RemoveForm, req.body, "body");
       try {
-        const account = await activeAccount(deps.accounts, req.browserSession!.userId);
-        await deps.members.remove(account, form.email.trim().toLowerCase());
+        await deps.members.remove(req.account!, form.email.trim().toLowerCase());
         return reply.redirect("/dashboard/members", 303);
       } catch (err) {
         return refused(req, reply, err);

@@ -8,8 +8,24 @@ import { isRole, routeRole } from "../auth/route-roles.ts";
 import { ApiError, apiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import { activeAccount } from "../people/active-account.ts";
+import { cookieValue } from "./session-auth.ts";
 
 const ProjectParams = z.object({ projectId: z.string() });
+
+/** The account a browser's account pages act on: its choice (slug), as `svc accounts use` is the CLI's. */
+export const ACCOUNT_COOKIE = "svc_account";
+
+/**
+ * The account a signed-in browser's account pages (members, audit) act on: the one it chose, else the person's
+ * first; a choice of an account they have left falls back to the first.
+ */
+export async function dashboardAccount(accounts: AccountStore, req: FastifyRequest) {
+  const userId = req.browserSession!.userId;
+  const chosen = cookieValue(req.headers.cookie, ACCOUNT_COOKIE);
+  return activeAccount(accounts, userId, chosen && decodeURIComponent(chosen)).catch(() =>
+    activeAccount(accounts, userId),
+  );
+}
 
 /**
  * The preHandler of the signed-in pages, after the browser session's: a page whose line of ROUTE_ROLES is a role
@@ -20,9 +36,10 @@ export function requireAccountRole(deps: { accounts: AccountStore }) {
   return async (req: FastifyRequest): Promise<void> => {
     const access = req.routeOptions.config.access;
     if (!req.browserSession || !isRole(access) || "projectId" in (req.params as object)) return;
-    const account = await activeAccount(deps.accounts, req.browserSession.userId);
+    const account = await dashboardAccount(deps.accounts, req);
     requireRole(account.role, access);
     req.role = account.role;
+    req.account = account;
   };
 }
 

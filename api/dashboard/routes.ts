@@ -15,6 +15,7 @@ import { shownRun } from "../checks/store.ts";
 import { ApiError } from "../errors.ts";
 import { parseInput } from "../http/validate.ts";
 import type { ManifestReader } from "../manifest/reader.ts";
+import { activeAccount } from "../people/active-account.ts";
 import { listSecrets } from "../secrets/listing.ts";
 import type { SecretStore } from "../secrets/store.ts";
 import { type SessionAccessDeps, sessionsOf } from "../sessions/session-access.ts";
@@ -37,7 +38,7 @@ import { projectsPage } from "./pages/projects.ts";
 import { signInPage } from "./pages/sign-in.ts";
 import { settle } from "./part.ts";
 import { memberPages, type PeoplePagesDeps, peoplePublicPages } from "./people-pages.ts";
-import { browserProject, requireAccountRole } from "./project-access.ts";
+import { ACCOUNT_COOKIE, browserProject, requireAccountRole } from "./project-access.ts";
 import { SECURITY_HEADERS } from "./security-headers.ts";
 import {
   clearedSessionCookie,
@@ -84,6 +85,9 @@ const NewSessionForm = z
   .object({ _csrf: z.string(), prompt: z.string().max(200_000).optional(), base_ref: z.string().max(255) })
   .strict();
 const CsrfOnly = z.object({ _csrf: z.string() }).strict();
+const AccountForm = z
+  .object({ _csrf: z.string(), account: z.string().min(1).max(200), next: z.string().max(2000).optional() })
+  .strict();
 const ActionForm = z
   .object({ _csrf: z.string(), message: SafeText.max(10_000).optional(), head_sha: CommitSha.optional() })
   .strict();
@@ -331,6 +335,17 @@ export function dashboardRoutes(deps: DashboardDeps, forward: Forwarder) {
     await app.register(cliLoginRoutes(deps));
     await app.register(memberPages(deps));
     await app.register(auditPages(deps));
+
+    // Which account the account pages show: a member of it only (403 NOT_A_MEMBER otherwise), kept by this browser.
+    app.post("/account", { preHandler: requireCsrf }, async (req, reply) => {
+      const form = parseInput(AccountForm, req.body, "body");
+      const account = await activeAccount(deps.accounts, req.browserSession!.userId, form.account);
+      reply.header(
+        "set-cookie",
+        `${ACCOUNT_COOKIE}=${encodeURIComponent(account.slug)}; Path=/dashboard; HttpOnly; SameSite=Lax${secure() ? "; Secure" : ""}`,
+      );
+      return reply.redirect(dashboardPath(form.next ?? "") ?? "/dashboard", 303);
+    });
 
     app.post("/sign-out", { preHandler: requireCsrf }, async (req, reply) => {
       await deps.browserSessions.end(req.browserSession!.id);

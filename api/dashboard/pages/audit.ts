@@ -1,6 +1,6 @@
 import type { Account } from "../../../protocol/account.ts";
 import type { AuditEvent, AuditList } from "../../../protocol/audit.ts";
-import { html } from "../html.ts";
+import { type Html, html } from "../html.ts";
 import { layout } from "../layout.ts";
 
 /** The names an entry keeps (secret names, a role, the merge queue), after its resource. */
@@ -20,7 +20,8 @@ function eventRow(e: AuditEvent) {
 }
 
 /** `/dashboard/audit`: the account's audit log, newest first, a page at a time. */
-export function auditPage(account: Account, list: AuditList, csrf: string): string {
+/** `switcher`: the other accounts the person may look at (pages/account-switch.ts). */
+export function auditPage(account: Account, list: AuditList, csrf: string, switcher?: Html): string {
   const body =
     list.events.length === 0
       ? html`<p>Nothing recorded yet: merges, closes, tokens, secrets, members and triggers changed appear here.</p>`
@@ -32,6 +33,6 @@ ${list.next_before !== null && html`<p><a href="/dashboard/audit?before=${String
   return layout({
     title: `Audit log of ${account.name}`,
     csrf,
-    body: html`<h1>Audit log of ${account.name}</h1>${body}`,
+    body: html`<h1>Audit log of ${account.name}</h1>${switcher}${body}`,
   });
 }

@@ -1,7 +1,7 @@
 import { type Account, AccountRole } from "../../../protocol/account.ts";
 import type { Invite, Member } from "../../../protocol/member.ts";
 import { atLeast } from "../../auth/roles.ts";
-import { html } from "../html.ts";
+import { type Html, html } from "../html.ts";
 import { csrfField, layout } from "../layout.ts";
 
 export type MembersView = {
@@ -11,6 +11,8 @@ export type MembersView = {
   /** An invite just made: its link is shown this once. */
   invited?: Invite;
   refusal?: string;
+  /** The other accounts the person may look at (pages/account-switch.ts). */
+  switcher?: Html;
 };
 
 /** The roles the person may hand out: an admin every one but owner, an owner all. */
@@ -61,7 +63,7 @@ export function membersPage(view: MembersView, csrf: string): string {
   return layout({
     title: "Members",
     csrf,
-    body: html`<h1>Members of ${account.name}</h1>
+    body: html`<h1>Members of ${account.name}</h1>${view.switcher}
 ${view.refusal && html`<p class="notice error" role="alert">${view.refusal}</p>`}
 ${
   invited &&
