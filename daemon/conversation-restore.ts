@@ -12,20 +12,16 @@ const RESTORED_TOOL_OUTPUT_CHARS = 2000;
  * The session's stored transcript, read from the API with the session's own token; empty when there is none or it
  * cannot be read (logged): a restore that fails leaves a runtime that starts afresh, as before.
  */
-export async function storedTranscript(config: DaemonConfig, log: (msg: string) => void): Promise<TranscriptEntry[]> {
+/** The session's stored transcript, read from the API with the session's token; throws when it cannot be read. */
+export async function storedTranscript(config: DaemonConfig): Promise<TranscriptEntry[]> {
   if (!config.apiUrl || !config.cliToken || !config.projectId || !config.sessionId) return [];
   const url = `${config.apiUrl}/projects/${encodeURIComponent(config.projectId)}/sessions/${encodeURIComponent(config.sessionId)}/transcript`;
-  try {
-    const res = await httpRequest("GET", url, {
-      headers: { authorization: `Bearer ${config.cliToken}` },
-      timeoutMs: 10_000,
-    });
-    if (res.status !== 200) throw new Error(`the API answered ${res.status}`);
-    return Transcript.parse(JSON.parse(res.body));
-  } catch (err) {
-    log(`could not read the session's transcript to restore its conversation: ${(err as Error).message}`);
-    return [];
-  }
+  const res = await httpRequest("GET", url, {
+    headers: { authorization: `Bearer ${config.cliToken}` },
+    timeoutMs: 10_000,
+  });
+  if (res.status !== 200) throw new Error(`the API answered ${res.status}`);
+  return Transcript.parse(JSON.parse(res.body));
 }
 
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}\n[… cut]` : text);

@@ -22,6 +22,7 @@ import { startWarmUpModel, WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-mod
 import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
 
 const CLONE_ATTEMPTS = 5;
+const RESTORE_ATTEMPTS = 3;
 
 const log = (msg: string) => process.stderr.write(`svc-agent: ${msg}\n`);
 
@@ -116,15 +117,29 @@ async function daemon(): Promise<void> {
    * A session whose agent had already answered (a restart, a wake from idle) goes on with its stored conversation
    * in place of its first prompt, which the agent had; a new one starts with its first prompt. Prompts wait for it.
    */
+  /**
+   * A restarted session's conversation back in the runtime, else its first prompt sent. Reading the transcript or
+   * seeding the runtime can fail on a loaded machine: it is tried again before the agent goes on without it, since
+   * an agent that forgot its conversation silently answers the next prompt out of context.
+   */
   async function resumeOrBootstrap(): Promise<void> {
-    const earlier = runtime.status().state === "running" ? await storedTranscript(config, log) : [];
-    const resumed = await restoreConversation(client, earlier).catch((err: Error) => {
-      log(`could not restore the session's conversation: ${err.message}`);
-      return undefined;
-    });
-    if (!resumed) return sendBootstrapPrompt();
-    currentSession = resumed;
-    log(`restored the session's conversation (${earlier.length} entries)`);
+    let answeredBefore = false;
+    for (let attempt = 1; attempt <= RESTORE_ATTEMPTS && runtime.status().state === "running"; attempt++) {
+      try {
+        const earlier = await storedTranscript(config);
+        answeredBefore = earlier.some((e) => e.role !== "user");
+        const resumed = await restoreConversation(client, earlier);
+        if (!resumed) break;
+        currentSession = resumed;
+        log(`restored the session's conversation (${earlier.length} entries)`);
+        return;
+      } catch (err) {
+        log(`could not restore the session's conversation (attempt ${attempt}): ${(err as Error).message}`);
+        await new Promise((r) => setTimeout(r, 1000 * attempt));
+      }
+    }
+    // The first prompt was answered in an earlier sandbox: running it again would redo that work.
+    if (!answeredBefore) await sendBootstrapPrompt();
   }
 
   async function sendBootstrapPrompt(): Promise<void> {
