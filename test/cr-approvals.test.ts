@@ -180,10 +180,14 @@ describe.each(DATABASE_KINDS)("CR approvals (%s)", (kind) => {
     expect((await p.as(leaving, "POST", `/${n}/approve`)).status).toBe(201);
     expect(await p.crOf(n)).toMatchObject({ approvals: 1, mergeable: true });
     await api.services.sql.query("delete from memberships where user_id = $1", [leaving.userId]);
-    expect(await p.crOf(n)).toMatchObject({ approvals: 0, mergeable: false });
-    expect((await p.approvalsOf(n)).map((a) => a.counted)).toEqual([false]);
+    // The merge gate counts afresh: refused at once.
     const refused = await p.as(p.author, "POST", `/${n}/merge`, {});
     expect([refused.status, refused.body.code]).toEqual([409, "APPROVAL_REQUIRED"]);
+    expect((await p.approvalsOf(n)).map((a) => a.counted)).toEqual([false]);
+    // A CR read shows the count as it was for at most a couple of seconds (approvals-store.ts, SHOWN_COUNT_MS).
+    await expect
+      .poll(async () => p.crOf(n), { timeout: 5000, interval: 250 })
+      .toMatchObject({ approvals: 0, mergeable: false });
   });
 });
 

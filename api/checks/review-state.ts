@@ -10,7 +10,7 @@ import type { CheckStore, StoredRun } from "./store.ts";
 
 export type ReviewStateDeps = {
   checks: CheckStore;
-  approvals: Pick<ApprovalStore, "counted">;
+  approvals: Pick<ApprovalStore, "counted" | "shownCounts">;
   manifests: Pick<ManifestReader, "read">;
   repos: Pick<Repositories, "open">;
   previews: PreviewCache;
@@ -58,7 +58,7 @@ export function createReviewState(deps: ReviewStateDeps) {
       const [runs, approved] = await Promise.all([
         // No checks named: nothing to read (most CR reads of most projects).
         names.length ? runsOf(crs.filter((cr) => cr.status === "open")) : new Map<string, StoredRun[]>(),
-        deps.approvals.counted(crs),
+        deps.approvals.shownCounts(crs),
       ]);
       return Promise.all(
         crs.map(async (cr) => {
