@@ -67,12 +67,15 @@ export function createApprovalStore(sql: Sql) {
 
     /** `counted` as a CR read shows it: from memory for SHOWN_COUNT_MS, the CRs not held there in one query. */
     async shownCounts(crs: readonly ApprovedCr[]): Promise<Map<string, number>> {
+      // The CRs not held in memory share one query, made only if one of them is asked for.
       let fresh: Promise<Map<string, number>> | undefined;
+      const load = () => {
+        fresh ??= counted(crs);
+        return fresh;
+      };
       const counts = await Promise.all(
         crs.map((cr) =>
-          cr.head_commit_sha
-            ? shownCounts.get(headKey(cr), async () => (await (fresh ??= counted(crs))).get(cr.cr_id) ?? 0)
-            : 0,
+          cr.head_commit_sha ? shownCounts.get(headKey(cr), async () => (await load()).get(cr.cr_id) ?? 0) : 0,
         ),
       );
       return new Map(crs.map((cr, i) => [cr.cr_id, counts[i]!]));
