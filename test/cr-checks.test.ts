@@ -1,3 +1,4 @@
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChangeRequest } from "../protocol/change-request.ts";
 import { CheckRunList } from "../protocol/cr-check.ts";
@@ -108,6 +109,11 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     expect(failed).toMatchObject({ name: "rules", status: "failed", exit_code: 1, head_sha: broken });
     expect(failed!.log).toContain("boom");
     expect(failed!.log).not.toContain(SECRET);
+    // The commit it ran on is kept at refs/svc/merges/<n>: here the head itself, which fast-forwards the base.
+    const bare = sp.api.services.repos.managedDir(sp.project.id);
+    const kept = await execa("git", ["rev-parse", `refs/svc/merges/${n}`], { cwd: bare });
+    expect(kept.stdout.trim()).toBe(broken);
+    expect(failed!.commit_sha).toBe(broken);
     expect(await cr(n)).toMatchObject({ checks_status: "failed", mergeable: false });
     const refused = await api("POST", `/${n}/merge`, {});
     expect(refused.status).toBe(409);
@@ -161,6 +167,12 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     const [rerun] = await checks(y);
     expect(rerun).toMatchObject({ status: "failed", exit_code: 3 });
     expect(rerun!.base_sha).toBe((await cr(x)).merge_commit_sha);
+    // It ran on the merge of y's head into that base, kept at refs/svc/merges/<y>.
+    const bare = sp.api.services.repos.managedDir(sp.project.id);
+    const kept = (await execa("git", ["rev-parse", `refs/svc/merges/${y}`], { cwd: bare })).stdout.trim();
+    expect(kept).toBe(rerun!.commit_sha);
+    const parents = await execa("git", ["rev-list", "--parents", "-n1", kept], { cwd: bare });
+    expect(parents.stdout.trim().split(" ").slice(1)).toEqual([rerun!.base_sha, rerun!.head_sha]);
     expect(rerun!.log).toContain("x.txt and y.txt together break the build");
     // main holds x alone.
     await repo.git(["fetch", "-q", "origin", "main"]);
