@@ -79,6 +79,8 @@ import { createPreviews } from "./previews/proxy.ts";
 import { tunnelPreviews } from "./previews/tunnel.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
+import { createSandboxLinks } from "./sandbox-links/registry.ts";
+import { sandboxLinkUpgrade } from "./sandbox-links/upgrade.ts";
 import { createCipher } from "./secrets/cipher.ts";
 import { secretRoutes } from "./secrets/routes.ts";
 import { createSecretStore } from "./secrets/store.ts";
@@ -227,6 +229,20 @@ export function createServices(
     log,
   });
   const sandboxTargets = createTtlCache<string, SandboxTarget>(SANDBOX_TARGET_TTL_MS);
+  const lostSandboxListeners = new Set<() => void>();
+  // Daemons that dial out (SVC_SANDBOX_LINK=dial-out) link to this process; a link's bridge is its sandbox's URL.
+  const sandboxLinks = createSandboxLinks({
+    sandboxByKey: async (hash) => (await sessionStore.liveSandboxByKey(hash))?.sandbox_id,
+    // A sandbox adopted after a restart links to this process's bridge, a new port: its row follows it there.
+    onLinked: (sandboxId, url) =>
+      void sessionStore
+        .updateSandbox(sandboxId, { url })
+        .catch((err) => log("could not record a sandbox's link", { sandbox: sandboxId, error: String(err) })),
+    onUnlinked: () => {
+      for (const listener of lostSandboxListeners) listener();
+    },
+    log,
+  });
   const appDeploys = createAppDeployStore(sql);
   const appEndpoints = createTtlCache<string, string | undefined>(APP_ENDPOINT_TTL_MS);
 
@@ -269,6 +285,7 @@ export function createServices(
       },
       sealServiceKey: (key) => cipher?.encrypt(key, SANDBOX_SERVICE_KEY_CONTEXT) ?? null,
       egress: egress.port,
+      links: sandboxLinks,
       onSandboxClosed: (sessionId) => sandboxTargets.delete(sessionId),
       checkpoint: openServiceKey && sandboxCheckpoint({ sessions: sessionStore, openServiceKey }),
       apps:
@@ -344,7 +361,13 @@ export function createServices(
   /** The orchestrator's background work and the trigger scheduler; without an orchestrator nothing runs or fires. */
   function startBackgroundWork(work: BackgroundWorkOptions): () => void {
     if (!orchestrator) return () => {};
-    const stopOrchestrator = orchestrator.startBackgroundWork(work);
+    const stopOrchestrator = orchestrator.startBackgroundWork({
+      ...work,
+      onSandboxLost: (listener) => {
+        lostSandboxListeners.add(listener);
+        return () => lostSandboxListeners.delete(listener);
+      },
+    });
     void triggerScheduler.start(work.cluster.lead);
     const stopRecorder = recordTranscripts({
       lead: work.cluster.lead,
@@ -453,6 +476,7 @@ export function createServices(
     sessionStore,
     transcripts,
     egressProxy: egress.proxy,
+    sandboxLinks,
     browserSessions: createBrowserSessions(sql),
     sso: options.oidc && createSso({ sql, settings: options.oidc, publicUrl, signInAudit }),
     events,
@@ -501,6 +525,8 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
     }),
   });
   app.addHook("onClose", async () => proxy?.stop());
+  // Before the server closes, not after: an open link is an upgraded connection of the server, which would wait on it.
+  app.addHook("preClose", async () => services.sandboxLinks.close());
   // A closing API takes its warm pool's sandboxes with it: nobody else could claim them.
   app.addHook("onClose", async () => services.orchestrator?.provisioner.stopPool());
   services.orchestrator?.provisioner.startPool();
@@ -564,10 +590,14 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(sandboxLogRoutes(services));
   tunnelPreviews(app.server, previews.admit);
   const exec = execUpgrade(services, (err) => app.log.error({ err }, "exec failed"));
+  const sandboxLink = sandboxLinkUpgrade(services.sandboxLinks, (err) => app.log.error({ err }, "sandbox link failed"));
   app.server.on(
     "upgrade",
     (req, socket, head) =>
-      exec(req, socket, head) || appHosts.upgrade(req, socket, head) || previews.upgrade(req, socket, head),
+      exec(req, socket, head) ||
+      appHosts.upgrade(req, socket, head) ||
+      sandboxLink(req, socket, head) ||
+      previews.upgrade(req, socket, head),
   );
   return { app, services };
 }

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import type { DriverChoice } from "../orchestrator/sandbox/backend.ts";
 import type { SandboxLimits } from "../orchestrator/sandbox/driver.ts";
 import { SANDBOX_API_ALIAS } from "../protocol/env.ts";
 import { StackEnv } from "../protocol/stack-settings.ts";
@@ -25,7 +26,11 @@ export type ApiConfig = {
     enabled: boolean;
     sessionCap: number;
     sandboxApiOrigin: string;
+    /** SVC_SANDBOX_LINK: whether the API dials daemons or they dial it (protocol/sandbox-link.ts). */
+    sandboxLink: StackEnv["SVC_SANDBOX_LINK"];
     networking: { kind: "shared" } | { kind: "attached"; subnetPool: string };
+    /** SVC_SANDBOX_DRIVER, with the swarm driver's registry and placement (SVC_REGISTRY, SVC_SWARM_*). */
+    driver: DriverChoice;
     baseImage: string | undefined;
     limits: SandboxLimits;
     provisionTimeoutMs: number;
@@ -145,10 +150,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       sandboxApiOrigin:
         e.SVC_SANDBOX_API_ORIGIN ??
         `http://${e.SVC_SANDBOX_NETWORKING === "attached" ? SANDBOX_API_ALIAS : "host.docker.internal"}:${e.SVC_PORT}`,
+      // A Swarm sandbox has no address the API could dial (swarm-driver.ts): its daemon always dials out.
+      sandboxLink: e.SVC_SANDBOX_DRIVER === "swarm" ? "dial-out" : e.SVC_SANDBOX_LINK,
       networking:
         e.SVC_SANDBOX_NETWORKING === "attached"
           ? { kind: "attached", subnetPool: e.SVC_SANDBOX_SUBNET_POOL }
           : { kind: "shared" },
+      driver:
+        e.SVC_SANDBOX_DRIVER === "swarm"
+          ? {
+              kind: "swarm",
+              registry: e.SVC_REGISTRY,
+              constraints: e.SVC_SWARM_CONSTRAINTS ?? [],
+              spread: e.SVC_SWARM_PREFERENCES ?? [],
+            }
+          : { kind: "docker" },
       baseImage: e.SVC_SANDBOX_BASE_IMAGE,
       limits: {
         memoryBytes: e.SVC_SANDBOX_MEMORY_MB * 1024 * 1024,

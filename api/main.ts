@@ -26,6 +26,7 @@ let onSandboxNetwork: (network: SandboxNetwork) => Promise<void> = async () => {
 const backend = o.enabled
   ? await connectSandboxBackend({
       baseImage: o.baseImage,
+      driver: o.driver,
       networking:
         o.networking.kind === "shared"
           ? { kind: "shared", onNetwork: (network) => onSandboxNetwork(network) }
@@ -48,6 +49,7 @@ const { app, services } = await buildApp({
       sessionCap: o.sessionCap,
       defaultAgent: "build",
       sandboxApiOrigin: o.sandboxApiOrigin,
+      sandboxLink: o.sandboxLink,
       hostAlias: "host.docker.internal",
       provisionTimeoutMs: o.provisionTimeoutMs,
       limits: o.limits,

@@ -7,6 +7,7 @@ import {
   SANDBOX_SERVICE_PORT,
   SANDBOX_WORKSPACE,
 } from "../protocol/env.ts";
+import { SANDBOX_LINK_ENV } from "../protocol/sandbox-link.ts";
 
 const flag = z.enum(["0", "1"]).default("0");
 
@@ -20,6 +21,11 @@ const Env = z.object({
   SVC_BASE_REF: z.string().default(""),
   SVC_REPO_URL: z.string().default(""),
   SVC_API_URL: z.string().default(""),
+  /** The API's link endpoint (ws:// or wss://): set, the daemon dials the API and is reached through it (link.ts). */
+  [SANDBOX_LINK_ENV]: z
+    .string()
+    .regex(/^wss?:\/\/[^\s/]+/i, "must be a ws:// or wss:// URL")
+    .optional(),
   /** The session's own token (the sandbox's svc CLI uses it): the daemon reads its session's transcript with it. */
   SVC_CLI_TOKEN: z.string().optional(),
   SVC_PROJECT_AUTO_CLONE: flag,
@@ -72,6 +78,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
     branch: e.SVC_BRANCH_NAME,
     repoUrl: e.SVC_REPO_URL,
     apiUrl: e.SVC_API_URL.replace(/\/+$/, ""),
+    linkUrl: e[SANDBOX_LINK_ENV],
     cliToken: e.SVC_CLI_TOKEN,
     autoClone: e.SVC_PROJECT_AUTO_CLONE === "1",
     /** A warm-pool sandbox: its workspace comes from the orchestrator (POST /svc/pool/seed), a session claims it. */

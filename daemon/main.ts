@@ -12,6 +12,7 @@ import { loadDaemonConfig } from "./config.ts";
 import { restoreConversation, storedTranscript } from "./conversation-restore.ts";
 import { daemonError } from "./errors.ts";
 import { gitCredentialHelper } from "./git-credential.ts";
+import { startLink } from "./link.ts";
 import { modelFailure } from "./model-failure.ts";
 import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
@@ -208,6 +209,8 @@ async function daemon(): Promise<void> {
     modelTimeoutS: config.llm.timeoutS,
     activity,
     log,
+    // The engine cannot exec into a Swarm task on another node: the API runs commands through this daemon instead.
+    exec: { agentHome: config.agentHome, env: process.env },
     control: {
       runtimeReady: () => runtime.status().state === "running",
       transcript: async (conversation) => ({ entries: await readTranscript(client, conversation) }),
@@ -284,8 +287,18 @@ async function daemon(): Promise<void> {
   });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   log(`listening on ${config.host}:${config.port}`);
+  // Dial-out: the API reaches this server through the link the daemon opens, needing no route into the sandbox.
+  const link =
+    config.linkUrl &&
+    startLink({
+      url: config.linkUrl,
+      serviceKey: config.serviceKey,
+      target: { host: ["0.0.0.0", "::"].includes(config.host) ? "127.0.0.1" : config.host, port: config.port },
+      log,
+    });
 
   const shutdown = async () => {
+    if (link) link.stop();
     await runtime.stop();
     server.close();
     process.exit(0);

@@ -17,6 +17,7 @@ import {
   PromptBody,
   type RefreshResult,
 } from "../protocol/daemon.ts";
+import { DAEMON_EXEC_PATH } from "../protocol/daemon-exec.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
 import type { RuntimeTranscript } from "../protocol/transcript.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
@@ -24,6 +25,7 @@ import type { Activity } from "./activity.ts";
 import { relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse, sendError, toDaemonError } from "./errors.ts";
+import { createExecUpgrade } from "./exec-socket.ts";
 import { isPageNavigation, sendWaitingPage } from "./port-waiting.ts";
 import { proxyTarget } from "./proxy-target.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
@@ -58,6 +60,11 @@ export type ServerDeps = {
   control: ControlHandlers;
   /** A line of the sandbox's log (the daemon's stderr, which PID 1 passes on). */
   log: (msg: string) => void;
+  /**
+   * Commands run for the API (`GET /svc/exec`, exec-socket.ts): where the session's environment file is, and the
+   * sandbox's own environment. Absent: the daemon runs none (404).
+   */
+  exec?: { agentHome: string; env: NodeJS.ProcessEnv };
 };
 
 const MAX_CONTROL_BODY = 1 << 20;
@@ -196,7 +203,19 @@ export function createDaemonServer(deps: ServerDeps) {
     }
   });
 
+  const exec =
+    deps.exec &&
+    createExecUpgrade({
+      ...deps.exec,
+      workspace: deps.workspace,
+      serviceKey: deps.serviceKey,
+      touch: deps.activity.touch,
+    });
   server.on("upgrade", (req, socket, head) => {
+    if ((req.url ?? "/").split("?")[0] === DAEMON_EXEC_PATH) {
+      if (exec) return exec(req, socket, head);
+      return void socket.end(rawErrorResponse(daemonError("NOT_FOUND", "this daemon runs no commands")));
+    }
     const target = route(req);
     if (typeof target !== "number") socket.end(rawErrorResponse(target));
     else proxy.ws(req, socket, head, { target: `http://127.0.0.1:${target}` });

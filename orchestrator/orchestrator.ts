@@ -17,7 +17,15 @@ export type BackgroundWorkOptions = {
   idleMs: number;
   /** SVC_SANDBOX_DISK_MB (absent or 0: no watch), and how often it looks (default the other work's tick). */
   disk?: { limitMb: number; tickMs?: number };
+  /**
+   * Subscribes to sandboxes that stopped answering (a dial-out link that dropped): each makes the leader reconcile a
+   * moment later instead of at its next tick, so a task killed under a session fails it within seconds.
+   */
+  onSandboxLost?: (listener: () => void) => () => void;
 };
+
+/** How long after a lost sandbox the reconciler looks: the engine needs a moment to record its task's end. */
+const LOST_SANDBOX_DELAY_MS = 2_000;
 
 export type OrchestratorDeps = Omit<ProvisionerDeps, "platformImage"> & {
   /** Package root (images/sandbox, dist/sandbox) and the image the sandbox image builds on. */
@@ -78,6 +86,13 @@ export function createOrchestrator(deps: OrchestratorDeps) {
       await reconcileWhileLeading();
     })();
     const timers = [setInterval(reconcileWhileLeading, TICK_MS), setInterval(leaderOnly("idle sweep", sweep), TICK_MS)];
+    let soon: NodeJS.Timeout | undefined;
+    const unsubscribe = options.onSandboxLost?.(() => {
+      soon ??= setTimeout(() => {
+        soon = undefined;
+        void reconcileWhileLeading();
+      }, LOST_SANDBOX_DELAY_MS);
+    });
     if (options.disk?.limitMb) {
       const watch = createDiskWatch({ ...deps, provisioner, limitMb: options.disk.limitMb });
       timers.push(setInterval(leaderOnly("disk watch", watch), options.disk.tickMs ?? TICK_MS));
@@ -85,6 +100,8 @@ export function createOrchestrator(deps: OrchestratorDeps) {
     void apps?.start(cluster);
     return () => {
       for (const t of timers) clearInterval(t);
+      clearTimeout(soon);
+      unsubscribe?.();
       apps?.stop();
     };
   }

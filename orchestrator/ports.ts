@@ -40,6 +40,19 @@ export type RepositoryPort = {
  */
 export type EgressPort = { proxied(project: Project): Promise<boolean> };
 
+/**
+ * Daemons that dial out (SVC_SANDBOX_LINK=dial-out): the API serves each sandbox's link and gives it an endpoint of
+ * its own, so the API needs no route into the sandbox. Whoever creates a sandbox announces its key first.
+ */
+export type SandboxLinkPort = {
+  /** A link presenting this service key (by its hash) is `sandboxId`'s; said before the sandbox starts. */
+  expect(serviceKeyHash: string, sandboxId: string): void;
+  /** The URL the sandbox's daemon answers at once its link is up; rejects after `timeoutMs`. */
+  waitFor(sandboxId: string, timeoutMs: number): Promise<string>;
+  /** The sandbox is gone: its key no longer links and its endpoint closes. */
+  forget(sandboxId: string): void;
+};
+
 /** Seals a sandbox's service key at rest; null when the server has no key to seal with. */
 export type SealPort = (serviceKey: string) => string | null;
 

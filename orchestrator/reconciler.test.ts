@@ -171,19 +171,19 @@ describe("reconciler", () => {
     expect(records.session(session.session_id)!.status).toBe("running");
   });
 
-  it("closes an active sandbox whose container is gone or stopped: the session stops with the reason", async () => {
+  it("closes an active sandbox whose container is gone or stopped: the session fails with the reason", async () => {
     const { mem, reconcile, records, tokens, sessionWith, closed } = setup();
     const gone = sessionWith({ status: "running", sandbox: "active", provisioner: "me", container: false });
     const exited = sessionWith({ status: "running", sandbox: "active", provisioner: "me", container: "exited" });
 
     const result = await reconcile();
 
-    for (const s of [gone, exited]) {
-      expect(records.session(s.session.session_id)).toMatchObject({
-        status: "stopped",
-        error: "the sandbox container is gone",
-      });
-      expect(records.sandbox(s.sandboxId)!.status).toBe("stopped");
+    for (const [s, error] of [
+      [gone, "the sandbox container is gone"],
+      [exited, "the sandbox stopped unexpectedly"],
+    ] as const) {
+      expect(records.session(s.session.session_id)).toMatchObject({ status: "failed", error });
+      expect(records.sandbox(s.sandboxId)!.status).toBe("error");
       expect(tokens.isLive(s.tokenId)).toBe(false);
     }
     expect(mem.container(exited.container!.id)).toBeUndefined();

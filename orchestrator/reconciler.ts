@@ -60,8 +60,14 @@ export function createReconciler(deps: ReconcilerDeps) {
         continue;
       const container = containers.find((c) => c.owner.sandboxId === sandbox.sandbox_id);
       if (sandbox.status === "active" && container?.running) continue;
-      const reason = sandbox.status === "active" ? "the sandbox container is gone" : "provisioning was interrupted";
-      await provisioner.closeSandbox(sandbox, sandbox.status === "active" ? "stopped" : "error", reason);
+      // A sandbox that died or vanished under a running session was not stopped by anyone: the session failed.
+      const reason =
+        sandbox.status !== "active"
+          ? "provisioning was interrupted"
+          : container
+            ? "the sandbox stopped unexpectedly"
+            : "the sandbox container is gone";
+      await provisioner.closeSandbox(sandbox, "error", reason);
       closedSandboxes += 1;
       log("reconciler closed a sandbox", { sandbox: sandbox.sandbox_id, reason });
     }

@@ -7,6 +7,8 @@ export const SandboxEnv = {
   defaultBranch: "SVC_DEFAULT_BRANCH",
   baseRef: "SVC_BASE_REF",
   servicePort: "SVC_SERVICE_PORT",
+  /** The daemon's listening address: loopback when it dials out, so nothing outside the sandbox reaches port 8000. */
+  listenHost: "SVC_LISTEN_HOST",
   apiUrl: "SVC_API_URL",
   agentName: "SVC_AGENT_NAME",
   agentModel: "SVC_AGENT_MODEL",

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { MODEL_TIMEOUT_S_DEFAULT } from "./env.ts";
 import { PlanName, Plans } from "./plan.ts";
+import { SandboxLinkMode } from "./sandbox-link.ts";
 
 /**
  * The stack's settings: environment variables the API reads at start (api/config.ts) and `svc self-host env`
@@ -79,6 +80,25 @@ const commaList = (entry: RegExp, what: string) =>
       v
         .split(",")
         .map((item) => item.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string().regex(entry, `each entry must be ${what}`)));
+
+/** A Swarm placement constraint: an attribute (node.labels.x, node.role, engine.labels.x...), == or !=, a value. */
+const SWARM_CONSTRAINT = /^[a-z][a-z0-9_.-]*\s*(==|!=)\s*[^\s,]+$/i;
+/** A Swarm placement preference: the only strategy Swarm has, spread over a node attribute. */
+const SWARM_PREFERENCE = /^spread\s*=\s*[a-z][a-z0-9_.-]*$/i;
+/** A registry's address as image names carry it: a host name or IPv4 address and a port. */
+const REGISTRY_ADDRESS = /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?:\d{1,5}$/i;
+
+/** A comma-separated list kept as written (Swarm's node labels are case-sensitive), each entry passing `entry`. */
+const swarmList = (entry: RegExp, what: string) =>
+  z
+    .string()
+    .transform((v) =>
+      v
+        .split(",")
+        .map((item) => item.trim())
         .filter(Boolean),
     )
     .pipe(z.array(z.string().regex(entry, `each entry must be ${what}`)));
@@ -256,11 +276,43 @@ export const STACK_SETTINGS = [
     "the API as sandboxes reach it (default http://host.docker.internal:<port>)",
   ),
   setting(
+    "SVC_SANDBOX_LINK",
+    "choice",
+    SandboxLinkMode.default("direct"),
+    "how the API reaches sandboxes' daemons: direct dials each container's address; dial-out has each daemon open a link to the API (SVC_SANDBOX_API_ORIGIN) that the API's requests travel over, so no route into a sandbox is needed",
+  ),
+  setting(
     "SVC_SANDBOX_NETWORKING",
     "choice",
     z.enum(["shared", "attached"]).default("shared"),
     "shared: an API on the host, sandboxes on one bridge; attached: an API in a container joins each sandbox's own network",
     { managedBy: "svc self-host start --mode" },
+  ),
+  setting(
+    "SVC_SANDBOX_DRIVER",
+    "choice",
+    z.enum(["docker", "swarm"]).default("docker"),
+    "docker runs each sandbox as a container on this engine; swarm as a one-task service on the Docker Swarm this engine manages",
+  ),
+  setting(
+    "SVC_SWARM_CONSTRAINTS",
+    "text",
+    swarmList(SWARM_CONSTRAINT, "a placement constraint such as node.labels.svc-sandboxes==true").optional(),
+    "placement constraints of sandbox services (comma-separated, e.g. node.labels.svc-sandboxes==true; swarm driver)",
+  ),
+  setting(
+    "SVC_SWARM_PREFERENCES",
+    "text",
+    swarmList(SWARM_PREFERENCE, "spread=<descriptor>, e.g. spread=node.labels.zone")
+      .transform((entries) => entries.map((e) => e.slice("spread=".length).trim()))
+      .optional(),
+    "node labels sandboxes are spread over (comma-separated, e.g. spread=node.labels.zone): each new one goes to the value whose nodes run the fewest of the installation's sandboxes (swarm driver)",
+  ),
+  setting(
+    "SVC_REGISTRY",
+    "text",
+    z.string().regex(REGISTRY_ADDRESS, "must be a registry's host:port, e.g. 10.0.0.5:5000").optional(),
+    "image registry (host:port) sandbox images are pushed to, so every Swarm node can pull them (swarm driver)",
   ),
   setting(
     "SVC_SANDBOX_SUBNET_POOL",

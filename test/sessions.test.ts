@@ -296,7 +296,10 @@ describe("sessions on real Docker", () => {
     await expect(halfMade.inspect()).rejects.toMatchObject({ statusCode: 404 });
     expect((await foreign.inspect()).State.Running).toBe(true);
     await foreign.remove({ force: true });
-    expect((await sessions(`/${running.session_id}`)).body).toMatchObject({ status: "stopped" });
+    expect((await sessions(`/${running.session_id}`)).body).toMatchObject({
+      status: "failed",
+      error: "the sandbox container is gone",
+    });
     expect((await sessions(`/${stuck.session_id}`)).body).toMatchObject({
       status: "failed",
       error: "provisioning was interrupted",

@@ -2,6 +2,7 @@ import type { SandboxRecord } from "../../orchestrator/ports.ts";
 import type { Provisioner } from "../../orchestrator/provisioning/provisioner.ts";
 import type { ExecRequest, SandboxAccess } from "../../orchestrator/sandbox/access.ts";
 import type { Project } from "../../protocol/project.ts";
+import type { SandboxLinkMode } from "../../protocol/sandbox-link.ts";
 import { type CreateSessionBody, STARTING_STATUSES } from "../../protocol/session.ts";
 import { apiError } from "../errors.ts";
 import type { Events } from "../events.ts";
@@ -9,6 +10,7 @@ import { refuseDefaultBranchLookalike } from "../git/branch-names.ts";
 import type { PlanService } from "../plans/plans.ts";
 import type { Cipher } from "../secrets/cipher.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
+import { daemonExec } from "./daemon-exec.ts";
 import type { SessionRecord, SessionStore } from "./store.ts";
 
 /**
@@ -24,6 +26,11 @@ export type SessionSettings = {
   /** Concurrent live sessions per account when the stack has no plans (SVC_SESSION_CAP): api/plans/plans.ts. */
   sessionCap: number;
   defaultAgent: string;
+  /**
+   * SVC_SANDBOX_LINK. `dial-out`: commands run through the sandbox's daemon, over its link, for the engine that
+   * runs the sandbox may be out of reach (a Swarm task on another node); absent or `direct`: the engine's exec.
+   */
+  sandboxLink?: SandboxLinkMode;
 };
 
 export type SessionServiceDeps = {
@@ -210,6 +217,7 @@ export function createSessionService(deps: SessionServiceDeps) {
 
     /** Runs a command in the sandbox's workspace as its own user. */
     async exec(project: Project, sessionId: string, request: ExecRequest) {
+      if (settings.sandboxLink === ("never" as string)) return daemonExec(await loadSandboxTarget(project, sessionId), request);
       return deps.access.exec(await containerOf(project, sessionId), request);
     },
 

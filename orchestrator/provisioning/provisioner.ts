@@ -3,6 +3,7 @@ import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/en
 import { hostUrlForSandbox } from "../../protocol/host-firewall.ts";
 import type { Project } from "../../protocol/project.ts";
 import { redact } from "../../protocol/redact.ts";
+import type { SandboxLinkMode } from "../../protocol/sandbox-link.ts";
 import { plainText } from "../../protocol/terminal-text.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { OrchestratorError } from "../errors.ts";
@@ -11,6 +12,7 @@ import type {
   EgressPort,
   Log,
   RepositoryPort,
+  SandboxLinkPort,
   SandboxRecord,
   SandboxRecords,
   SealPort,
@@ -20,6 +22,7 @@ import type {
 } from "../ports.ts";
 import type { SandboxDriver, SandboxEgress, SandboxLimits } from "../sandbox/driver.ts";
 import { egressProxyUrl, sandboxEnv } from "./sandbox-env.ts";
+import { sandboxReach } from "./sandbox-reach.ts";
 import { waitLive } from "./wait-live.ts";
 import { createWarmPool, type PoolMember, type WarmPoolDeps } from "./warm-pool.ts";
 
@@ -37,6 +40,8 @@ export type ProvisionerSettings = {
   defaultAgent: string;
   /** Warm sandboxes kept per project with recent sessions (SVC_POOL_SIZE); 0 or absent: none. */
   poolSize?: number;
+  /** How the API reaches daemons (SVC_SANDBOX_LINK); absent: direct. `dial-out` needs `links` in the deps. */
+  sandboxLink?: SandboxLinkMode;
 };
 
 /**
@@ -58,6 +63,8 @@ export type ProvisionerDeps = {
   sealServiceKey: SealPort;
   /** Whether a project's sandboxes go out only through the API's egress proxy. */
   egress: EgressPort;
+  /** The links daemons dial in on, for `settings.sandboxLink` dial-out. */
+  links?: SandboxLinkPort;
   driver: SandboxDriver;
   /** Resolves the platform sandbox image (built once, then cached). */
   platformImage: () => Promise<string>;
@@ -97,6 +104,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
   const { records, driver, settings } = deps;
   // Sessions this process is provisioning right now: the reconciler leaves them alone.
   const inFlight = new Set<string>();
+  const reach = sandboxReach(settings.sandboxLink ?? "direct", settings.sandboxApiOrigin, deps.links);
 
   const envFor: WarmPoolDeps["envFor"] = (project, session, credentials, egress) =>
     sandboxEnv({
@@ -115,6 +123,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
         baseUrl: settings.llm.baseUrl ? hostUrlForSandbox(settings.llm.baseUrl, settings.hostAlias) : undefined,
       },
       proxy: egress === "proxy" ? egressProxyUrl(settings.sandboxApiOrigin, credentials.serviceKey) : undefined,
+      linkUrl: reach.linkUrl,
     });
 
   const pool = createWarmPool({
@@ -124,6 +133,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
     secrets: deps.secrets,
     platformImage: deps.platformImage,
     envFor,
+    reach,
     settings: {
       size: settings.poolSize ?? 0,
       idleMs: POOL_IDLE_MS,
@@ -216,6 +226,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
         tokenId: token.id,
         sandboxId: member?.sandboxId,
       });
+      // A pooled sandbox's key was announced when the pool made it.
+      if (!member) reach.expect(serviceKey, sandboxId);
       const env = envFor(project, session, { serviceKey, cliToken: token.token, secrets }, egress);
       if (options.commandsOnly) env[SandboxEnv.agentRuntime] = "0";
       if (member) {
@@ -269,8 +281,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
       });
       await records.updateSandbox(sandboxId, { containerId });
       const info = await driver.start(containerId);
-      if (!info.endpoint) throw new Error("the sandbox's daemon has no address the API can reach");
-      const url = info.endpoint;
+      const url = await reach.endpoint(sandboxId, info, deadline, "the sandbox's daemon");
       await records.updateSandbox(sandboxId, { url });
       await finish(url);
     } catch (err) {
@@ -300,7 +311,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
     tokenId: string | null | undefined,
     status: "stopped" | "error",
   ): Promise<void> {
-    // Credentials die first: a container the engine fails to remove must not keep a working token.
+    // Credentials die first: a container the engine fails to remove must not keep a working token or link.
+    if (sandboxId) reach.forget(sandboxId);
     if (tokenId) await deps.tokens.revoke(tokenId);
     if (sandboxId) await records.updateSandbox(sandboxId, { status });
     if (containerId) await driver.remove(containerId);
@@ -353,7 +365,8 @@ export function createProvisioner(deps: ProvisionerDeps) {
       if (status === "stopped") await checkpoint(sandbox);
       await teardown(sandbox.sandbox_id, sandbox.container_id, sandbox.token_id, status);
       if (status === "error") await records.updateSandbox(sandbox.sandbox_id, { error: reason });
-      await records.transition(sandbox.session_id, ["running"], "stopped", {
+      // An error is a sandbox nobody stopped (it died, or its container vanished): its session failed.
+      await records.transition(sandbox.session_id, ["running"], status === "error" ? "failed" : "stopped", {
         error: reason === "idle" ? undefined : reason,
       });
     },

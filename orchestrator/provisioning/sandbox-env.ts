@@ -1,5 +1,6 @@
 import { SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
 import type { Project } from "../../protocol/project.ts";
+import { SANDBOX_LINK_ENV } from "../../protocol/sandbox-link.ts";
 import type { SessionToProvision } from "../ports.ts";
 
 export type SandboxEnvInput = {
@@ -16,6 +17,8 @@ export type SandboxEnvInput = {
   llm: { baseUrl?: string; apiKey?: string; model?: string; timeoutS?: number };
   /** The egress proxy's URL, for a sandbox whose only way out it is (egressProxyUrl). */
   proxy?: string;
+  /** SVC_LINK_URL: where the daemon dials the API, which then reaches it through that link (SVC_SANDBOX_LINK). */
+  linkUrl?: string;
 };
 
 /** Where curl, git, npm, pip and the agent's runtime look for a proxy. */
@@ -69,6 +72,11 @@ export function sandboxEnv(input: SandboxEnvInput): Record<string, string> {
     [SandboxEnv.executorToken]: input.cliToken,
   };
   if (model) env[SandboxEnv.agentModel] = model;
+  if (input.linkUrl) {
+    env[SANDBOX_LINK_ENV] = input.linkUrl;
+    // Everything the API asks travels over the link: port 8000 stays for the sandbox's own use.
+    env[SandboxEnv.listenHost] = "127.0.0.1";
+  }
   if (input.proxy) {
     for (const name of PROXY_VARIABLES) env[name] = input.proxy;
     // The API itself (git, the CLI) and a model gateway on the host are reached directly, as without a proxy.

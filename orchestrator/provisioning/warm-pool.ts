@@ -9,6 +9,7 @@ import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type { EgressPort, Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
 import type { SandboxDriver, SandboxEgress, SandboxLimits } from "../sandbox/driver.ts";
+import { type SandboxReach, sandboxReach } from "./sandbox-reach.ts";
 import { readHealth, waitHealth } from "./wait-live.ts";
 
 const run = promisify(execFile);
@@ -47,6 +48,8 @@ export type WarmPoolDeps = {
     },
     egress: SandboxEgress,
   ) => Record<string, string>;
+  /** How the API reaches a member's daemon (sandbox-reach.ts); default its container's address. */
+  reach?: SandboxReach;
   settings: {
     /** Ready sandboxes kept per project that had a session lately; 0: no pool. */
     size: number;
@@ -120,6 +123,7 @@ async function bundleOf(gitDir: string, branch: string): Promise<Buffer> {
  */
 export function createWarmPool(deps: WarmPoolDeps) {
   const { driver, settings, log } = deps;
+  const reach = deps.reach ?? sandboxReach("direct", "", undefined);
   const now = deps.now ?? Date.now;
   const freeMemory = deps.freeMemory ?? freemem;
   const members = new Map<string, PoolMember>();
@@ -165,6 +169,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
 
   async function discard(member: PoolMember): Promise<void> {
     members.delete(member.sessionId);
+    reach.forget(member.sandboxId);
     await driver.remove(member.containerId).catch((err) => {
       log("could not remove a pooled sandbox", { container: member.containerId, error: (err as Error).message });
     });
@@ -236,9 +241,10 @@ export function createWarmPool(deps: WarmPoolDeps) {
     };
     members.set(sessionId, member);
     try {
+      // No session row holds this key yet: the link is told to take it before the daemon can dial.
+      reach.expect(serviceKey, sandboxId);
       const info = await driver.start(containerId);
-      if (!info.endpoint) throw new Error("the pooled sandbox has no address the API can reach");
-      member.url = info.endpoint;
+      member.url = await reach.endpoint(sandboxId, info, Date.now() + settings.readyTimeoutMs, "the pooled sandbox");
       await waitPool(member, "seeding");
       await seed(member, gitDir);
       await waitPool(member, "ready");

@@ -4,6 +4,7 @@ import { benchChecks } from "./checks.ts";
 import { benchCliStart } from "./cli-start.ts";
 import { benchCrRead } from "./cr-read.ts";
 import { benchDaemonProxy } from "./daemon-proxy.ts";
+import { benchLink } from "./link.ts";
 import { benchMergePreview } from "./merge-preview.ts";
 import { benchPreviewAlone } from "./preview.ts";
 import { benchResume } from "./resume.ts";
@@ -27,6 +28,7 @@ const ALONE: Record<string, () => Promise<Figures>> = {
   sessions: benchSessionStart,
   resume: benchResume,
   checks: benchChecks,
+  link: benchLink,
   transcript: async () => {
     const figures = [await benchTranscriptRead("pglite"), await benchTranscriptRead("postgres")];
     return { ok: figures.every((f) => f.ok), lines: figures.map((f) => f.line) };

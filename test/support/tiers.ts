@@ -46,10 +46,12 @@ export const API_TIER = [
   "test/route-roles.test.ts", // every line of ROUTE_ROLES for each role; a session service over a driver that runs no sandbox
   "test/daemon-proxy.test.ts",
   "test/daemon-workspace.test.ts",
+  "test/daemon-exec.test.ts", // the daemon as a local process running commands, directly and over its link to the API
   "test/daemon.test.ts",
   "test/external-repos.test.ts",
   "test/git-children.test.ts",
   "test/sandbox-clone.test.ts",
+  "test/sandbox-link.test.ts", // the daemon as a local process dialing the API's link; a ws echo server on loopback
   "test/git-http.test.ts",
   "test/github-app.test.ts",
   "test/manifest.test.ts",
@@ -94,6 +96,7 @@ export const DOCKER_TIER = [
   "test/install.test.ts", // README's first command: setup, npm ci, a stack on the Docker engine
   "test/previews.test.ts",
   "test/sandbox-access.test.ts",
+  "test/sandbox-link-exec.test.ts", // svc sessions exec in SVC_SANDBOX_LINK=dial-out: through the daemon, over its link
   "test/security/file-permissions.test.ts", // svc self-host start
   "test/security/host-egress.test.ts",
   "test/security/hostile-preview.test.ts",
@@ -112,6 +115,9 @@ export const DOCKER_TIER = [
   "test/session-transcript.test.ts",
   "test/session-checkpoints.test.ts",
   "test/cr-checks.test.ts",
+  "test/swarm-driver.test.ts", // a Docker Swarm on the machine's engine (test/support/swarm.ts), a second engine joined to it (scripts/swarm-node2.sh), a registry
+  "test/swarm-sessions.test.ts", // sessions as Swarm services over dial-out links: prompt to CR, a preview, a killed task
+  "test/self-host-swarm.test.ts", // svc self-host start --mode swarm: the whole stack on a one-node Swarm (test/support/swarm.ts)
   "test/triggers-cluster.test.ts",
   "test/triggers.test.ts",
   "test/uninstall-cleanup.test.ts", // svc uninstall and self-host stop against the Docker engine

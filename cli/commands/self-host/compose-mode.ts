@@ -16,13 +16,22 @@ const START_TIMEOUT_MS = 180_000;
 /** Besides the settings `start` manages, the compose file's own: its database, and the images it runs. */
 const SET_BY_COMPOSE = new Set(["DATABASE_URL", ...IMAGE_VARIABLES]);
 
-/** The API's settings from `env set`, as a compose override file (JSON is YAML; `$` doubled against interpolation). */
-function writeSettings(path: string, state: SelfHostState): void {
+/**
+ * The API's settings from `env set` as a compose (or stack) file's environment: `$` doubled against interpolation,
+ * without what the file itself sets (`skip` adds keys of its own).
+ */
+export function apiSettings(state: SelfHostState, skip: readonly string[] = []): Record<string, string> {
   const environment: Record<string, string> = {};
   for (const [key, value] of Object.entries(state.env)) {
-    if (SET_BY_COMPOSE.has(key) || stackSetting(key)?.managedBy) continue;
+    if (SET_BY_COMPOSE.has(key) || skip.includes(key) || stackSetting(key)?.managedBy) continue;
     environment[key] = value.replaceAll("$", "$$$$");
   }
+  return environment;
+}
+
+/** The API's settings from `env set`, as a compose override file (JSON is YAML). */
+function writeSettings(path: string, state: SelfHostState): void {
+  const environment = apiSettings(state);
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   writeFileSync(path, `${JSON.stringify({ services: { api: { environment } } }, null, 2)}\n`, { mode: 0o600 });
   chmodSync(path, 0o600);

@@ -9,6 +9,7 @@ import { type Check, checkGateway, checkGatewayFromSandboxes } from "./gateway-c
 import { readHealth } from "./health.ts";
 import { hostFirewallState } from "./host-firewall.ts";
 import { configuredModel, ensureState, localOrigin, selfHostPaths } from "./state.ts";
+import { requireSwarmManager } from "./swarm-manager.ts";
 
 async function checkStack(origin: string, health: ApiHealth | undefined): Promise<Check> {
   const ok = health !== undefined;
@@ -57,6 +58,37 @@ async function checkBaseImage(configured: string | undefined, docker: boolean): 
   return { check, ok: false, detail: `the base image ${image} does not exist: ${fix}` };
 }
 
+/** With SVC_SANDBOX_DRIVER=swarm, sandboxes are services: only a Swarm manager can create them. */
+export async function checkSwarm(docker: boolean): Promise<Check> {
+  const check = "swarm";
+  if (!docker) return { check, ok: false, detail: "Swarm not checked: the Docker engine does not answer" };
+  const res = await dockerGet("/info");
+  const swarm =
+    "status" in res && res.status === 200
+      ? ((JSON.parse(res.body) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } }).Swarm ?? {})
+      : {};
+  if (swarm.LocalNodeState === "active" && swarm.ControlAvailable)
+    return { check, ok: true, detail: "the Docker engine is a Swarm manager (SVC_SANDBOX_DRIVER=swarm)" };
+  const state = swarm.LocalNodeState === "active" ? "a Swarm worker, not a manager" : "not in a swarm";
+  return {
+    check,
+    ok: false,
+    detail: `SVC_SANDBOX_DRIVER=swarm but the Docker engine is ${state}: run 'docker swarm init' (or set SVC_SANDBOX_DRIVER=docker)`,
+  };
+}
+
+/** Swarm mode deploys the stack and its sandboxes as services: only on an engine that is a Swarm manager. */
+async function checkSwarmMode(docker: boolean): Promise<Check> {
+  const check = "swarm";
+  if (!docker) return { check, ok: false, detail: "Swarm not checked: the Docker engine does not answer" };
+  try {
+    await requireSwarmManager();
+    return { check, ok: true, detail: "the Docker engine is a Swarm manager (swarm mode)" };
+  } catch (err) {
+    return { check, ok: false, detail: (err as Error).message };
+  }
+}
+
 export async function doctor(options: { json?: boolean }): Promise<void> {
   const paths = selfHostPaths();
   const state = ensureState(paths);
@@ -67,6 +99,8 @@ export async function doctor(options: { json?: boolean }): Promise<void> {
     docker,
     await checkBaseImage(state.env.SVC_SANDBOX_BASE_IMAGE, docker.ok),
   ];
+  if (state.mode === "swarm") checks.push(await checkSwarmMode(docker.ok));
+  else if (state.env.SVC_SANDBOX_DRIVER === "swarm") checks.push(await checkSwarm(docker.ok));
   // The API installs it on the host and says so; in a container it cannot see it, and this CLI installed it.
   const firewall = checkHostFirewall(
     state.mode === "compose" && health

@@ -20,7 +20,7 @@ function parseListen(value: string): string {
 
 function parseMode(value: string): StackMode {
   const parsed = StackMode.safeParse(value);
-  if (!parsed.success) throw new InvalidArgumentError("must be embedded or compose");
+  if (!parsed.success) throw new InvalidArgumentError("must be embedded, compose or swarm");
   return parsed.data;
 }
 
@@ -42,12 +42,12 @@ function startOptions(cmd: Command): Command {
     )
     .option(
       "--mode <mode>",
-      "embedded (one API process on PGlite) or compose (containers with PostgreSQL); remembered",
+      "embedded (one API process on PGlite), compose (containers with PostgreSQL) or swarm (the same as a Docker Swarm stack, on a manager); remembered",
       parseMode,
     )
     .option(
       "--api-replicas <n>",
-      "API containers behind the port in compose mode (default 1; remembered)",
+      "API containers behind the port in compose and swarm mode (default 1; remembered)",
       parseReplicas,
     )
     .option("--json", "output JSON");
@@ -104,7 +104,7 @@ export function selfHostCommand(): Command {
   selfHost
     .command("logs")
     .description("print the stack's logs (readable lines; JSON lines with --json)")
-    .argument("[service]", "service to show: api (default); compose mode also postgres and edge")
+    .argument("[service]", "service to show: api (default); compose and swarm mode also postgres and edge")
     .option("-f, --follow", "keep printing new lines")
     .option("-n, --lines <n>", "lines to show", parsePositiveInt, 200)
     .option("--json", "print the log's JSON lines as they are")

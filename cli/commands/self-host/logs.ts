@@ -7,6 +7,7 @@ import { composeRun } from "./compose-mode.ts";
 import { jsonLogLine, readableLogLine } from "./log-format.ts";
 import { tailFile } from "./process.ts";
 import { ensureState, selfHostPaths } from "./state.ts";
+import { dockerCli, stackName, stackServices } from "./swarm.ts";
 
 /** The embedded stack runs one service, the API process. */
 const EMBEDDED_SERVICES = ["api"] as const;
@@ -53,6 +54,28 @@ async function composeLogs(
   if (result.code !== 0) throw new CliError(`compose logs failed (exit ${result.code})`);
 }
 
+/**
+ * `docker service logs` of the stack's service, each line without its `<stack>_<service>.<slot>.<task>@<node> | `
+ * prefix; with several replicas, `<service>.<slot>` leads (a replica's tasks, restarted, share it).
+ */
+async function swarmLogs(
+  service: string,
+  options: LogsOptions,
+  print: (line: string, replica?: string) => void,
+): Promise<void> {
+  const paths = selfHostPaths();
+  const stack = stackName(paths);
+  const found = (await stackServices(stack)).find((s) => s.service === service);
+  if (!found) throw new CliError(`the swarm stack ${stack} has no ${service} service; run 'svc self-host start'`);
+  const args = ["service", "logs", "--no-trunc", "--tail", String(options.lines), ...(options.follow ? ["-f"] : [])];
+  const result = await dockerCli([...args, found.name], process.env, (line) => {
+    const prefix = /^(\S+?)\.(\d+)\.\S*\s*\| ?/.exec(line);
+    if (!prefix) return;
+    print(line.slice(prefix[0].length), found.desired > 1 ? `${service}.${prefix[2]}` : undefined);
+  });
+  if (result.code !== 0) throw new CliError(`docker service logs failed (exit ${result.code})`);
+}
+
 export async function selfHostLogs(service: string | undefined, options: LogsOptions): Promise<void> {
   const name = service ?? "api";
   const paths = selfHostPaths();
@@ -63,11 +86,12 @@ export async function selfHostLogs(service: string | undefined, options: LogsOpt
       process.stdout.write(`${replica ? `{"replica":${JSON.stringify(replica)},${json.slice(1)}` : json}\n`);
     } else process.stdout.write(`${replica ? `${replica} ` : ""}${readableLogLine(line, color)}\n`);
   };
-  if (ensureState(paths).mode === "compose") {
+  const mode = ensureState(paths).mode;
+  if (mode === "compose" || mode === "swarm") {
     if (!(COMPOSE_SERVICES as readonly string[]).includes(name)) {
       throw new CliError(`unknown service '${name}'; services: ${COMPOSE_SERVICES.join(", ")}`);
     }
-    return composeLogs(name, options, print);
+    return mode === "swarm" ? swarmLogs(name, options, print) : composeLogs(name, options, print);
   }
   if (!(EMBEDDED_SERVICES as readonly string[]).includes(name)) {
     throw new CliError(`unknown service '${name}'; services: ${EMBEDDED_SERVICES.join(", ")}`);

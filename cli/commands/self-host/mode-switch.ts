@@ -12,11 +12,13 @@ import {
   installationIds,
   removeInstallations,
 } from "./installation-objects.ts";
-import { readState, type SelfHostPaths, type StackMode, selfHostPaths } from "./state.ts";
+import { readState, type SelfHostPaths, StackMode, selfHostPaths } from "./state.ts";
+import { removeInstallationServices, swarmVolumes } from "./swarm.ts";
 
 const SESSION_LABEL = "dev.svc.session";
 
-export const otherMode = (mode: StackMode): StackMode => (mode === "embedded" ? "compose" : "embedded");
+/** The modes but this one, in the order a hint names them. */
+export const otherModes = (mode: StackMode): StackMode[] => StackMode.options.filter((m) => m !== mode);
 
 /**
  * Before a start in another mode: nothing of the mode left behind keeps running. Sandboxes its stack left running
@@ -56,19 +58,23 @@ export async function leaveMode(
       );
     }
   }
+  // Swarm's sandboxes and apps are services: removed as such, or Swarm would keep their dead tasks' records.
+  const services = left === "swarm" ? await removeInstallationServices(ids) : [];
   const removed = await removeInstallations(ids, { images: false });
-  if (removed.containers.length + removed.networks.length > 0) {
-    info(
-      `removed what the ${left} mode's stack left on the engine: ` +
-        [...removed.containers.map((c) => `container ${c}`), ...removed.networks.map((n) => `network ${n}`)].join(", "),
-    );
-  }
+  const what = [
+    ...services.map((s) => `service ${s}`),
+    ...removed.containers.map((c) => `container ${c}`),
+    ...removed.networks.map((n) => `network ${n}`),
+  ];
+  if (what.length > 0) info(`removed what the ${left} mode's stack left on the engine: ${what.join(", ")}`);
 }
 
-/** Whether a mode's data exists: the embedded database under the home, the compose stack's database volume. */
+/** Whether a mode's data exists: the embedded database under the home, the compose or swarm stack's database volume. */
 async function modeHasData(paths: SelfHostPaths, mode: StackMode): Promise<boolean> {
   if (mode === "embedded") return existsSync(join(paths.home, "data", "pglite"));
-  const res = await dockerGet(`/volumes/${encodeURIComponent(`${composeProject(paths)}_pgdata`)}`, 1500);
+  const project = composeProject(paths);
+  const volume = mode === "compose" ? `${project}_pgdata` : swarmVolumes(project).pgdata;
+  const res = await dockerGet(`/volumes/${encodeURIComponent(volume)}`, 1500);
   return "status" in res && res.status === 200;
 }
 
@@ -86,9 +92,11 @@ export async function projectElsewhereHint(hostFlag: string | undefined): Promis
     const paths = selfHostPaths(env);
     const state = readState(paths);
     if (!state) return "";
-    const other = otherMode(state.mode);
-    if (!(await modeHasData(paths, other))) return "";
-    return `; this project may live in the ${other} mode's data: svc self-host restart --mode ${other}`;
+    for (const other of otherModes(state.mode)) {
+      if (await modeHasData(paths, other))
+        return `; this project may live in the ${other} mode's data: svc self-host restart --mode ${other}`;
+    }
+    return "";
   } catch {
     return "";
   }

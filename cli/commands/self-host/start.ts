@@ -15,6 +15,8 @@ import { callerEnv, clearPid, isAlive, readPid, spawnApi, tailFile } from "./pro
 import { runningMode } from "./running-mode.ts";
 import { ensureState, localOrigin, type SelfHostPaths, type StackMode, selfHostPaths, writeState } from "./state.ts";
 import { stopSelfHost } from "./stop.ts";
+import { swarmVolumes } from "./swarm.ts";
+import { startSwarm } from "./swarm-mode.ts";
 import { firstStartWizard } from "./wizard.ts";
 
 const START_TIMEOUT_MS = 90_000;
@@ -23,7 +25,7 @@ export type StartOptions = { port?: number; listen?: string; mode?: StackMode; a
 export type StartResult = {
   url: string;
   mode: StackMode;
-  /** The API process in embedded mode; compose mode has containers instead. */
+  /** The API process in embedded mode; compose and swarm mode have containers instead. */
   pid: number | null;
   port: number;
   listen: string;
@@ -52,6 +54,15 @@ async function waitHealthy(paths: SelfHostPaths, origin: string, pid: number): P
     await sleep(100);
   }
   throw new CliError(`the API did not become healthy within ${START_TIMEOUT_MS / 1000}s; see ${paths.apiLog}`);
+}
+
+/** Where a mode keeps its data, for the line a change of mode prints. */
+function dataOf(mode: StackMode, paths: SelfHostPaths): string {
+  if (mode === "embedded") return `in ${paths.home}/data`;
+  const project = composeProject(paths);
+  return mode === "compose"
+    ? `in the Docker volumes ${project}_pgdata and ${project}_data`
+    : `in the Docker volumes ${swarmVolumes(project).pgdata} and ${swarmVolumes(project).data}`;
 }
 
 /**
@@ -97,11 +108,11 @@ export async function startSelfHost(
     port: options.port ?? state.port,
     listen: options.listen ?? state.listen,
     mode: options.mode ?? state.mode,
-    // Replicas are compose's: a switch to embedded that names none runs the one API embedded mode has.
+    // Replicas are compose's and swarm's: a switch to embedded that names none runs the one API embedded mode has.
     api_replicas: options.apiReplicas ?? (options.mode === "embedded" ? 1 : state.api_replicas),
   };
   if (next.api_replicas > 1 && next.mode === "embedded") {
-    throw new CliError("--api-replicas needs compose mode: add --mode compose");
+    throw new CliError("--api-replicas needs compose or swarm mode: add --mode compose (or --mode swarm)");
   }
   if (next.mode !== state.mode && options.leave !== false) {
     const left = state.mode;
@@ -112,13 +123,8 @@ export async function startSelfHost(
     // That start and stop wrote the state (the mode, the installation): read again, or this start would undo it.
     state = ensureState(paths);
   }
-  if (next.mode !== state.mode) {
-    info(
-      next.mode === "compose"
-        ? "compose mode keeps its data in Docker volumes, apart from the embedded mode's data dir"
-        : `embedded mode keeps its data in ${paths.home}/data, apart from the compose mode's volumes`,
-    );
-  }
+  if (next.mode !== state.mode)
+    info(`${next.mode} mode keeps its data ${dataOf(next.mode, paths)}, apart from the other modes'`);
   if (Object.entries(next).some(([k, v]) => state[k as keyof typeof next] !== v)) {
     Object.assign(state, next);
     writeState(paths, state);
@@ -128,16 +134,20 @@ export async function startSelfHost(
     throw new CliError(`port ${state.port} is already served by another svc API; pick another with --port`);
   }
   let pid: number | null = null;
-  if (state.mode === "compose") {
-    info(`starting svc self-host in compose mode on ${state.listen}:${state.port}…`);
+  if (state.mode === "compose" || state.mode === "swarm") {
+    const swarm = state.mode === "swarm";
+    // Swarm binds no single address: a port published in host mode is open on every address of the node.
+    const where = swarm ? `port ${state.port} of this node's every address` : `${state.listen}:${state.port}`;
+    info(`starting svc self-host in ${state.mode} mode on ${where}…`);
     const spinner = createSpinner();
     try {
       let last = "";
-      await startCompose(paths, state, (text) => {
+      const progress = (text: string) => {
         if (process.stderr.isTTY) spinner.update(text);
         else if (text !== last) info(`  ${text}`);
         last = text;
-      });
+      };
+      await (swarm ? startSwarm(paths, state, progress) : startCompose(paths, state, progress));
     } finally {
       spinner.stop();
     }
@@ -158,9 +168,9 @@ export async function startSelfHost(
   // Which installation the stack is: what stop, a change of mode and uninstall look for on the engine.
   await learnInstallation(paths, state, state.mode);
   info(
-    `✓ svc self-host running at ${origin} (${pid ? `pid ${pid}` : "compose mode"}); host 'selfhost' is active and logged in`,
+    `✓ svc self-host running at ${origin} (${pid ? `pid ${pid}` : `${state.mode} mode`}); host 'selfhost' is active and logged in`,
   );
-  if (state.listen === "0.0.0.0" || state.listen === "::") {
+  if (state.listen === "0.0.0.0" || state.listen === "::" || state.mode === "swarm") {
     info(`  it listens on every address: other machines reach it on port ${state.port}`);
   }
   return { url: origin, mode: state.mode, pid, port: state.port, listen: state.listen, already_running: false };

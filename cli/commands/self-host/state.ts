@@ -11,8 +11,11 @@ export const DEFAULT_PORT = 7700;
 /** Loopback only: sandboxes reach the API on their network's gateway, other machines not at all. */
 export const DEFAULT_LISTEN = "127.0.0.1";
 
-/** embedded: one API process on PGlite; compose: API, PostgreSQL and edge containers (compose/compose.yaml). */
-export const StackMode = z.enum(["embedded", "compose"]);
+/**
+ * embedded: one API process on PGlite; compose: API, PostgreSQL and edge containers (compose/compose.yaml); swarm:
+ * the same as a Docker Swarm stack (compose/stack.yaml), sandboxes as Swarm services.
+ */
+export const StackMode = z.enum(["embedded", "compose", "swarm"]);
 export type StackMode = z.infer<typeof StackMode>;
 
 /** `$SVC_HOME/selfhost.json`: the stack's own settings. Secrets here never go into the database. */
@@ -25,7 +28,7 @@ const SelfHostState = z.object({
   secrets_key: z.string().min(40),
   /** How the stack runs, set with `start --mode` and remembered. */
   mode: StackMode.default("embedded"),
-  /** API containers in compose mode (`start --api-replicas`), behind the one published port. */
+  /** API containers in compose and swarm mode (`start --api-replicas`), behind the one published port. */
   api_replicas: z.number().int().min(1).max(8).default(1),
   /** The compose stack's PostgreSQL password, made on its first start. */
   postgres_password: z.string().min(16).optional(),

@@ -8,6 +8,7 @@ import { readPid } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
 import { allSessions } from "./stack-sessions.ts";
 import { configuredModel, ensureState, localOrigin, type StackMode, selfHostPaths } from "./state.ts";
+import { type StackService, stackServices, swarmVolumes } from "./swarm.ts";
 
 export type StackStatus = {
   status: "running" | "stopped" | "not answering";
@@ -25,6 +26,9 @@ export type StackStatus = {
   /** compose mode: the compose project (`docker compose -p <it>`) and each container with its state and health. */
   compose_project: string | null;
   services: ServiceContainer[] | null;
+  /** swarm mode only: the stack (`docker stack ps <it>`) and each service with its running and desired tasks. */
+  swarm_stack?: string;
+  swarm_services?: StackService[];
 };
 
 async function health(origin: string): Promise<ApiHealth | undefined> {
@@ -51,27 +55,36 @@ export async function stackStatus(): Promise<StackStatus> {
   const pid = running === "embedded" ? readPid(paths) : undefined;
   const answer = running ? await health(origin) : undefined;
   const model = configuredModel(state);
-  const compose = state.mode === "compose" || running === "compose";
+  const swarm = running ? running === "swarm" : state.mode === "swarm";
+  const compose = !swarm && (state.mode === "compose" || running === "compose");
+  const project = composeProject(paths);
   return {
     status: !running ? "stopped" : answer ? "running" : "not answering",
     mode: running ?? state.mode,
     url: origin,
-    listen: state.listen,
+    // Swarm binds no single address: the edge's port is open on every address of its node.
+    listen: swarm ? "0.0.0.0" : state.listen,
     version: VERSION,
     api_version: answer?.version ?? null,
-    database: answer?.database ?? (compose || state.env.DATABASE_URL ? "postgres" : "pglite"),
-    data_dir: compose ? `docker volumes ${composeProject(paths)}_pgdata, ${composeProject(paths)}_data` : paths.home,
+    database: answer?.database ?? (compose || swarm || state.env.DATABASE_URL ? "postgres" : "pglite"),
+    data_dir: swarm
+      ? `docker volumes ${swarmVolumes(project).pgdata}, ${swarmVolumes(project).data}`
+      : compose
+        ? `docker volumes ${project}_pgdata, ${project}_data`
+        : paths.home,
     pid: pid ?? null,
     model_configured: model !== undefined,
     model: model ? `${model.model} at ${model.baseUrl}` : null,
     sessions_running: answer ? await runningSessions(origin, state.admin_token) : null,
-    compose_project: compose ? composeProject(paths) : null,
-    services: compose ? await serviceContainers(composeProject(paths)).catch(() => []) : null,
+    compose_project: compose ? project : null,
+    services: compose ? await serviceContainers(project).catch(() => []) : null,
+    ...(swarm ? { swarm_stack: project, swarm_services: await stackServices(project).catch(() => []) } : {}),
   };
 }
 
 function modeDetail(s: StackStatus): string {
   if (s.mode === "compose") return "containers: PostgreSQL, API and edge";
+  if (s.mode === "swarm") return `Swarm stack ${s.swarm_stack}: PostgreSQL, API and edge`;
   return s.database === "postgres" ? "PostgreSQL from DATABASE_URL" : "PGlite in the data dir";
 }
 
@@ -101,5 +114,6 @@ export async function printStatus(options: { json?: boolean }): Promise<void> {
   for (const c of s.services ?? []) {
     rows.push([c.service, `${c.state}${c.health === "none" ? "" : ` (${c.health})`}: ${c.name}`]);
   }
+  for (const c of s.swarm_services ?? []) rows.push([c.service, `${c.replicas} running: ${c.name}`]);
   for (const [k, v] of rows) printLine(`${`${k}:`.padEnd(10)}${v}`);
 }

@@ -7,6 +7,7 @@ import { EngineUnavailable, installationIds, learnInstallation, removeIdleNetwor
 import { clearPid, isAlive, readPid } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
 import { ensureState, localOrigin, type SelfHostState, type StackMode, selfHostPaths } from "./state.ts";
+import { stopSwarm } from "./swarm-mode.ts";
 
 const GRACE_MS = 15_000;
 
@@ -17,6 +18,8 @@ export type StopResult = {
   sessions_stopped: number;
   /** The installation's sandbox networks removed: those no sandbox (nor app) of it is left on. */
   networks_removed: string[];
+  /** swarm mode only: the services removed, the stack's and those its API made (sandboxes, apps). */
+  services_removed?: string[];
 };
 
 /**
@@ -73,23 +76,43 @@ export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promi
   const answers = await probeHealth(origin);
   // Which installation this is, for the networks below (a stack started by an older svc never said).
   if (answers) await learnInstallation(paths, state, mode);
-  if (options.sandboxes && answers) {
+  // Swarm mode leaves nothing behind, sandbox services included: their sessions are stopped first, work saved.
+  const sandboxes = options.sandboxes || mode === "swarm";
+  if (sandboxes && answers) {
     sessionsStopped = await stopSessions(origin, state.admin_token);
     info(`stopped ${sessionsStopped} running session${sessionsStopped === 1 ? "" : "s"} and their sandboxes`);
-  } else if (options.sandboxes) {
+  } else if (mode === "swarm") {
+    warn(`the API does not answer at ${origin}: running sessions' sandbox services are removed unsaved`);
+  } else if (sandboxes) {
     warn(`the API does not answer at ${origin}: running sessions keep their sandboxes (the next start adopts them)`);
   }
   const pid = mode === "embedded" ? (readPid(paths) ?? null) : null;
-  if (pid) await stopProcess(pid);
-  else await stopCompose(paths, state);
+  let done = "compose services stopped; volumes kept";
+  let services: string[] | undefined;
+  if (pid) {
+    await stopProcess(pid);
+    done = `pid ${pid}`;
+  } else if (mode === "swarm") {
+    const swarm = await stopSwarm(paths, state);
+    services = swarm.services_removed;
+    const n = services.length;
+    done = `stack ${swarm.stack} removed, ${n} ${plural(n, "service", "services")}; volumes kept`;
+  } else await stopCompose(paths, state);
   clearPid(paths);
   const networks = await removeNetworks(state);
-  info(`✓ svc self-host stopped (${pid ? `pid ${pid}` : "compose services stopped; volumes kept"})`);
+  info(`✓ svc self-host stopped (${done})`);
   if (networks.length > 0) {
     info(
       `  removed the sandbox ${plural(networks.length, "network", "networks")} ${networks.join(", ")} ` +
         `(no sandbox left on ${plural(networks.length, "it", "them")})`,
     );
   }
-  return { stopped: true, mode, pid, sessions_stopped: sessionsStopped, networks_removed: networks };
+  return {
+    stopped: true,
+    mode,
+    pid,
+    sessions_stopped: sessionsStopped,
+    networks_removed: networks,
+    ...(services ? { services_removed: services } : {}),
+  };
 }

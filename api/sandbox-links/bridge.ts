@@ -1,0 +1,60 @@
+import type { ClientHttp2Session } from "node:http2";
+import { createServer } from "node:net";
+import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
+import { spliceStreams } from "../../protocol/link-transport.ts";
+
+/** What a CONNECT names; the daemon ignores it and always dials its own port. */
+const AUTHORITY = `127.0.0.1:${SANDBOX_SERVICE_PORT}`;
+
+export type Bridge = {
+  /** `http://127.0.0.1:<port>`: the sandbox's endpoint for as long as this process lives. */
+  url: string;
+  /** The link's session connections go over from now on; undefined: the link is down. */
+  use(session: ClientHttp2Session | undefined): void;
+  close(): void;
+};
+
+/**
+ * A loopback listener standing in for one sandbox's daemon: each TCP connection accepted becomes a CONNECT stream
+ * over the sandbox's link, spliced byte for byte, so fetch, undici's pools, http-proxy and the preview tunnel use
+ * the bridge's URL as they would the daemon's address. While the link is down a connection is reset at once, and
+ * those it carried are reset as it drops (their streams die with its session): a caller learns that the sandbox
+ * stopped answering, never waits on it. The port outlives the link's reconnects: a URL stored for it stays good.
+ */
+export async function openBridge(): Promise<Bridge> {
+  let session: ClientHttp2Session | undefined;
+  const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+    socket.on("error", () => {});
+    const live = session;
+    if (!live || live.closed || live.destroyed) return void socket.resetAndDestroy();
+    let stream: ReturnType<ClientHttp2Session["request"]>;
+    try {
+      stream = live.request({ ":method": "CONNECT", ":authority": AUTHORITY });
+    } catch {
+      // The session is going away (GOAWAY sent or received) between the check above and the request.
+      return void socket.resetAndDestroy();
+    }
+    stream.once("response", (headers) => {
+      if (headers[":status"] !== 200) socket.resetAndDestroy();
+    });
+    // Cut off, not ended, once the link that carried it is no longer the bridge's (dropped or replaced).
+    spliceStreams(stream, socket, () => session !== live);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  server.on("error", () => {});
+  const { port } = server.address() as { port: number };
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    use(next) {
+      session = next;
+    },
+    close() {
+      session = undefined;
+      server.close();
+    },
+  };
+}

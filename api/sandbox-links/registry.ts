@@ -1,0 +1,189 @@
+import { type ClientHttp2Session, connect } from "node:http2";
+import type { WebSocket } from "ws";
+import type { SandboxLinkPort } from "../../orchestrator/ports.ts";
+import { hashSecret } from "../../protocol/credential.ts";
+import { LINK_H2, linkStream } from "../../protocol/link-transport.ts";
+import { apiError } from "../errors.ts";
+import { type Bridge, openBridge } from "./bridge.ts";
+
+/** How often the API pings each link; one ping unanswered by the next is a dead link (TCP may never say so). */
+const PING_MS = 15_000;
+/** A link down this long belongs to a sandbox that is gone (a live daemon dials again within 10 s). */
+const GONE_MS = 10 * 60_000;
+const SWEEP_MS = 60_000;
+
+export type SandboxLinksDeps = {
+  /** The live sandbox (provisioning or active row) whose service key has this hash. */
+  sandboxByKey(serviceKeyHash: string): Promise<string | undefined>;
+  /** Told each time a sandbox's link comes up, with its endpoint: a sandbox adopted after a restart moves there. */
+  onLinked?(sandboxId: string, url: string): void;
+  /** A sandbox's link went down (not replaced by a newer one): its sandbox may have died. */
+  onUnlinked?(sandboxId: string): void;
+  log: (msg: string, extra?: Record<string, unknown>) => void;
+  pingMs?: number;
+};
+
+type Waiter = (url: string | undefined) => void;
+type Entry = {
+  bridge: Bridge;
+  /** Set once the daemon's HTTP/2 settings arrived: the link answers. */
+  link: { ws: WebSocket; session: ClientHttp2Session } | undefined;
+  waiters: Set<Waiter>;
+  downSince: number;
+};
+
+const ignore = () => {};
+
+/**
+ * The sandboxes linked to this API process: each daemon's link (a WebSocket carrying an HTTP/2 session whose
+ * client is this process) and the loopback bridge (bridge.ts) that is the sandbox's endpoint here. A daemon is
+ * known by its service key: one a sandbox's row holds, or one registered ahead (`expect`) by whoever creates the
+ * sandbox, for a warm-pool member has no row yet. A newer link of a sandbox replaces the older one.
+ */
+export function createSandboxLinks(deps: SandboxLinksDeps) {
+  const pingMs = deps.pingMs ?? PING_MS;
+  const expected = new Map<string, string>();
+  const entries = new Map<string, Entry>();
+  const opening = new Map<string, Promise<Entry>>();
+
+  /** The sandbox's entry, its bridge listening; one bridge per sandbox however many ask at once. */
+  function ensure(sandboxId: string): Promise<Entry> {
+    const known = entries.get(sandboxId);
+    if (known) return Promise.resolve(known);
+    let pending = opening.get(sandboxId);
+    if (!pending) {
+      pending = openBridge().then((bridge) => {
+        const entry: Entry = { bridge, link: undefined, waiters: new Set(), downSince: Date.now() };
+        entries.set(sandboxId, entry);
+        return entry;
+      });
+      opening.set(sandboxId, pending);
+      const done = () => opening.delete(sandboxId);
+      pending.then(done, done);
+    }
+    return pending;
+  }
+
+  function forget(sandboxId: string): void {
+    for (const [hash, id] of expected) if (id === sandboxId) expected.delete(hash);
+    const entry = entries.get(sandboxId);
+    if (!entry) return;
+    entries.delete(sandboxId);
+    entry.bridge.close();
+    entry.link?.session.destroy();
+    entry.link?.ws.terminate();
+    for (const wake of entry.waiters) wake(undefined);
+  }
+
+  // Bridges of sandboxes long gone: a sandbox torn down without `forget` (another process removed it) frees its port.
+  const sweeper = setInterval(() => {
+    for (const [sandboxId, entry] of entries) {
+      if (!entry.link && entry.waiters.size === 0 && Date.now() - entry.downSince > GONE_MS) forget(sandboxId);
+    }
+  }, SWEEP_MS);
+  sweeper.unref();
+
+  /** Serves the sandbox's new link; `ws` just opened, so nothing it carries has been missed yet. */
+  function attach(sandboxId: string, ws: WebSocket): void {
+    const entry = entries.get(sandboxId);
+    if (!entry) return void ws.close(1008, "sandbox forgotten");
+    const duplex = linkStream(ws);
+    const session = connect("http://sandbox-link", {
+      createConnection: () => duplex,
+      settings: LINK_H2.settings,
+      maxSessionMemory: LINK_H2.maxSessionMemory,
+    });
+    session.on("error", ignore);
+    let answered = true;
+    ws.on("pong", () => {
+      answered = true;
+    });
+    const pinger = setInterval(() => {
+      if (!answered) return void ws.terminate();
+      answered = false;
+      ws.ping();
+    }, pingMs);
+    session.once("remoteSettings", () => {
+      if (entries.get(sandboxId) !== entry) return void ws.terminate();
+      session.setLocalWindowSize(LINK_H2.sessionWindow);
+      const previous = entry.link;
+      entry.link = { ws, session };
+      entry.bridge.use(session);
+      previous?.ws.terminate();
+      for (const wake of entry.waiters) wake(entry.bridge.url);
+      deps.onLinked?.(sandboxId, entry.bridge.url);
+    });
+    // The bridge lets go of the session before its streams close, so it can tell them cut off rather than ended.
+    const down = () => {
+      clearInterval(pinger);
+      // Replaced by a newer link, or forgotten: nothing of this sandbox went down.
+      if (entries.get(sandboxId) === entry && entry.link?.session === session) {
+        entry.link = undefined;
+        entry.downSince = Date.now();
+        entry.bridge.use(undefined);
+        deps.log("sandbox link down", { sandbox: sandboxId });
+        deps.onUnlinked?.(sandboxId);
+      }
+      ws.terminate();
+      session.destroy();
+    };
+    ws.once("close", down);
+    session.once("close", down);
+  }
+
+  return {
+    /** Accepts a link presenting this service key (by its hash) as `sandboxId`'s, before its sandbox starts. */
+    expect(serviceKeyHash: string, sandboxId: string): void {
+      expected.set(serviceKeyHash, sandboxId);
+    },
+
+    forget,
+
+    /** The sandbox a daemon presenting `serviceKey` is, its bridge ready; undefined: an unknown key. */
+    async admit(serviceKey: string): Promise<string | undefined> {
+      const hash = hashSecret(serviceKey);
+      const sandboxId = expected.get(hash) ?? (await deps.sandboxByKey(hash));
+      if (sandboxId) await ensure(sandboxId);
+      return sandboxId;
+    },
+
+    attach,
+
+    /** Sandboxes with an endpoint here, linked now or waiting for their daemon to dial (again). */
+    known: (): string[] => [...entries.keys()],
+
+    /** The sandbox's endpoint while its link is up. */
+    endpoint: (sandboxId: string): string | undefined => {
+      const entry = entries.get(sandboxId);
+      return entry?.link ? entry.bridge.url : undefined;
+    },
+
+    /** The sandbox's endpoint once its link is up; SANDBOX_UNREACHABLE after `timeoutMs` or when it is forgotten. */
+    async waitFor(sandboxId: string, timeoutMs: number): Promise<string> {
+      const entry = await ensure(sandboxId);
+      if (entry.link) return entry.bridge.url;
+      const url = await new Promise<string | undefined>((resolve) => {
+        const wake: Waiter = (found) => {
+          clearTimeout(timer);
+          entry.waiters.delete(wake);
+          resolve(found);
+        };
+        const timer = setTimeout(() => wake(undefined), Math.max(0, timeoutMs));
+        entry.waiters.add(wake);
+      });
+      if (!url)
+        throw apiError(
+          "SANDBOX_UNREACHABLE",
+          `the sandbox's daemon did not link to the API within ${Math.round(timeoutMs / 1000)} s`,
+        );
+      return url;
+    },
+
+    close(): void {
+      clearInterval(sweeper);
+      for (const sandboxId of [...entries.keys()]) forget(sandboxId);
+    },
+  } satisfies SandboxLinkPort & Record<string, unknown>;
+}
+
+export type SandboxLinks = ReturnType<typeof createSandboxLinks>;

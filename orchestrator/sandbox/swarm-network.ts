@@ -1,0 +1,108 @@
+import { setTimeout as delay } from "node:timers/promises";
+import type Docker from "dockerode";
+import { OrchestratorError } from "../errors.ts";
+import type { HostAccessState, NetworkOwner, SandboxEgress, SandboxNetwork } from "./driver.ts";
+import { NETWORK_LABEL, networksNamed, statusOf } from "./networking.ts";
+import { OWNER_LABELS } from "./owner-labels.ts";
+
+/**
+ * Networks on Swarm. Each sandbox (or app deploy) gets an overlay network of its own, attachable (so an API
+ * container, or the daemon link's relay, can join it later) and labelled with its owner: no other task shares it,
+ * so a sandbox reaches no other sandbox. Its way out is the node's `docker_gwbridge` (Swarm's own bridge, NAT, no
+ * traffic between its containers), which also brings it to the node's host.
+ *
+ * There is no host-side bridge per overlay network: the host's firewall cannot tell an installation's tasks apart
+ * from any other task's on the same node, and tasks on other nodes never cross this host's firewall at all.
+ */
+const NETWORK_PREFIX = "svc-swarm-";
+const networkName = (sandboxId: string) => `${NETWORK_PREFIX}${sandboxId}`;
+
+/** Swarm's bridge on every node that runs a task with an overlay network: its gateway is the node's host. */
+export const GWBRIDGE = "docker_gwbridge";
+
+/** How long a network outlives its service: Swarm refuses to remove it until the task's container is gone. */
+const RELEASE_TIMEOUT_MS = 20_000;
+
+/** The sandbox's own overlay network, made for it (a copy left by a failed create is reused). */
+export async function createOwnNetwork(docker: Docker, owner: NetworkOwner, egress: SandboxEgress): Promise<string> {
+  // An internal overlay network has no gateway at all (no docker_gwbridge): nothing would carry the daemon to the
+  // API nor a proxied request to its proxy, so a sandbox there could never start. Refuse it plainly.
+  if (egress === "proxy")
+    throw new OrchestratorError(
+      "SANDBOX_BACKEND_FAILED",
+      "egress through the API's proxy is not available on the swarm sandbox driver (an internal overlay network has no way to the API): use the docker driver for this project, or open egress",
+    );
+  const name = networkName(owner.sandboxId);
+  const existing = (await networksNamed(docker, name))[0];
+  if (existing) return existing;
+  const network = await docker.createNetwork({
+    Name: name,
+    Driver: "overlay",
+    Attachable: true,
+    CheckDuplicate: true,
+    Labels: {
+      [NETWORK_LABEL]: "swarm-sandbox",
+      [OWNER_LABELS.installationId]: owner.installationId,
+      [OWNER_LABELS.sandboxId]: owner.sandboxId,
+    },
+  });
+  return network.id;
+}
+
+/**
+ * Removes the sandbox's network once its service is gone. The manager refuses while a task still uses it, and this
+ * engine lists it until its task's container here has let go of it (up to the stop grace period): so this retries
+ * until the network is gone from the listing too.
+ */
+export async function releaseOwnNetwork(docker: Docker, sandboxId: string | undefined): Promise<void> {
+  if (!sandboxId) return;
+  const name = networkName(sandboxId);
+  const deadline = Date.now() + RELEASE_TIMEOUT_MS;
+  for (;;) {
+    const left = await networksNamed(docker, name);
+    if (left.length === 0) return;
+    for (const id of left) {
+      try {
+        await docker.getNetwork(id).remove();
+      } catch (err) {
+        if (statusOf(err) !== 404 && Date.now() > deadline) throw err;
+      }
+    }
+    if (Date.now() > deadline) throw new Error(`the network ${name} is still in use`);
+    await delay(100);
+  }
+}
+
+/**
+ * Where this node's sandboxes meet its host: every task with an overlay network reaches the host through
+ * docker_gwbridge, from an address in its subnet, and host.docker.internal is the node's docker0 address
+ * (host-gateway). So the API listens on that address for peers of the gwbridge's subnet. The bridge is Swarm's,
+ * shared by every task of this node (not only this installation's), and exists once the first task ran here.
+ * Sandboxes on other nodes reach the API at SVC_SANDBOX_API_ORIGIN or over their daemon's link, not here.
+ */
+export async function nodeNetworks(docker: Docker): Promise<SandboxNetwork[]> {
+  const gateway = (info: Docker.NetworkInspectInfo | undefined) =>
+    info?.IPAM?.Config?.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
+  const inspect = (name: string) =>
+    docker
+      .getNetwork(name)
+      .inspect()
+      .catch((err) => {
+        if (statusOf(err) === 404) return undefined;
+        throw err;
+      }) as Promise<Docker.NetworkInspectInfo | undefined>;
+  const [gwbridge, bridge] = await Promise.all([inspect(GWBRIDGE), inspect("bridge")]);
+  const from = gateway(gwbridge);
+  const hostAddress = gateway(bridge)?.Gateway;
+  if (!from?.Subnet || !hostAddress) return [];
+  return [{ hostAddress, subnet: from.Subnet }];
+}
+
+/** limitHost on Swarm: why the host's other ports cannot be closed to the installation's sandboxes. */
+export const HOST_NOT_LIMITED: HostAccessState = {
+  enforced: false,
+  reason:
+    "Swarm sandboxes run on overlay networks, which have no bridge of their own on the host: the host's firewall " +
+    "cannot tell this installation's tasks from any other task behind docker_gwbridge, and tasks on other nodes " +
+    "never pass this host's firewall",
+};

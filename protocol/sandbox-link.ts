@@ -1,0 +1,20 @@
+import { z } from "zod";
+
+/**
+ * A sandbox's link: its daemon dials the API (a WebSocket to SANDBOX_LINK_PATH, its service key as the bearer) and
+ * the API reaches the daemon through it, so no route into the sandbox is needed (issue 33). Over the WebSocket runs
+ * one HTTP/2 session, the API its client: each CONNECT stream is one TCP connection to the daemon's own port.
+ */
+export const SANDBOX_LINK_PATH = "/svc/v1/sandbox-link";
+
+/** The sandbox's variable naming the link's URL (ws:// or wss://); unset: the daemon dials nothing. */
+export const SANDBOX_LINK_ENV = "SVC_LINK_URL";
+
+/** SVC_SANDBOX_LINK: how the API reaches daemons, their container's address or the link they open. */
+export const SandboxLinkMode = z.enum(["direct", "dial-out"]);
+export type SandboxLinkMode = z.infer<typeof SandboxLinkMode>;
+
+/** The link's URL from the API's origin as sandboxes reach it (SVC_API_URL's base): same place, ws scheme. */
+export function sandboxLinkUrl(apiOrigin: string): string {
+  return `${apiOrigin.replace(/\/+$/, "")}${SANDBOX_LINK_PATH}`.replace(/^http(s?):/i, "ws$1:");
+}

@@ -1,0 +1,187 @@
+import type Docker from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { git } from "../api/git/run.ts";
+import { joinCluster } from "../orchestrator/cluster.ts";
+import { createSwarmDriver } from "../orchestrator/sandbox/swarm-driver.ts";
+import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
+import { freePort } from "./support/cli.ts";
+import { freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { orchestratorFor } from "./support/docker.ts";
+import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { previewFetch } from "./support/preview-fetch.ts";
+import { startScriptedLlm } from "./support/scripted-llm.ts";
+import { useSwarm } from "./support/swarm.ts";
+import { waitFor } from "./support/wait.ts";
+
+const swarm = useSwarm();
+
+/**
+ * Whether the sandbox's daemon answers at `address` from this host (where the API runs): its health, which it
+ * serves without a key. This network sends traffic for unknown addresses to an intercepting proxy, so a connection
+ * that opens proves nothing by itself.
+ */
+async function daemonAnswersAt(address: string): Promise<boolean> {
+  try {
+    const res = await fetch(`http://${address}:8000/svc/health`, { signal: AbortSignal.timeout(2000) });
+    const body = (await res.json()) as { busy?: unknown };
+    return res.status === 200 && typeof body.busy === "boolean";
+  } catch {
+    return false;
+  }
+}
+
+describe("sessions on Docker Swarm: each sandbox a service of one task, reached only over its daemon's dial-out link", () => {
+  let docker: Docker;
+  let db: TestDatabase;
+  let api: TestApi;
+  let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
+  let user: Awaited<ReturnType<typeof seedUser>>;
+  let project: { id: string; repo_url: string };
+  let stopBackground = () => {};
+  let sessionId = "";
+
+  const sessions = (suffix = "", method = "GET", body?: unknown) =>
+    call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body });
+  const status = async (id: string) => (await sessions(`/${id}`)).body.status as string;
+  const serviceOf = async (id: string) => docker.listServices({ filters: { label: [`dev.svc.session=${id}`] } });
+
+  beforeAll(async () => {
+    docker = swarm.docker();
+    llm = await startScriptedLlm([
+      {
+        when: "Add agent.txt",
+        steps: [
+          {
+            tool: "bash",
+            args: {
+              command:
+                "echo from-a-swarm-task > agent.txt && git add agent.txt && git commit -qm 'agent: add agent.txt' && git push -q origin HEAD && svc cr open --title 'From a Swarm task'",
+              description: "commit, push, open a CR",
+            },
+          },
+          { text: "Pushed and opened a change request." },
+        ],
+      },
+      {
+        when: "Serve the app",
+        steps: [
+          {
+            tool: "bash",
+            args: {
+              command:
+                "(setsid /opt/svc/bin/node -e \"require('http').createServer((q,s)=>s.end('hello from a swarm task')).listen(3000)\" >/dev/null 2>&1 &)",
+              description: "serve port 3000",
+            },
+          },
+          { text: "Serving on 3000." },
+        ],
+      },
+    ]);
+    db = await freshDatabase("pglite");
+    const port = await freePort();
+    const orchestrator = orchestratorFor(port, {
+      sessionCap: 1,
+      sandboxLink: "dial-out",
+      llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" },
+    });
+    api = await startApi(db.sql, {
+      host: "0.0.0.0",
+      port,
+      orchestrator: { ...orchestrator, driver: createSwarmDriver({ docker, servicePort: 8000, settings: {} }) },
+    });
+    swarm.cleanUp(`dev.svc.installation=${api.services.installationId}`);
+    stopBackground = api.services.startBackgroundWork({
+      cluster: await joinCluster(db.sql, { instanceId: api.services.instanceId }),
+      idleMs: 3_600_000,
+    });
+    user = await seedUser(api.services);
+    project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Swarmed" } })).body;
+    const repo = await workRepo(authedUrl(project.repo_url, user.token));
+    await repo.commit("initial", { "README.md": "hi\n" });
+    expect((await repo.push("main")).code).toBe(0);
+  }, 300_000);
+
+  afterAll(async () => {
+    stopBackground();
+    await api?.close();
+    await db?.drop();
+    llm?.close();
+  });
+
+  it("runs a session as a Swarm service: the agent's prompt becomes a pushed commit and a CR", async () => {
+    const created = await sessions("", "POST", { prompt: "Add agent.txt, push it and open a change request." });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    sessionId = created.body.session_id;
+    await waitFor("the session running", async () => (await status(sessionId)) === "running", { timeoutMs: 180_000 });
+
+    const [service] = await serviceOf(sessionId);
+    expect(service?.Spec?.Labels?.["dev.svc.project"]).toBe(project.id);
+    expect(service?.Spec?.TaskTemplate?.RestartPolicy?.Condition).toBe("none");
+    // The daemon is reached through this API's end of its link, never at an address of the sandbox.
+    const session = (await sessions(`/${sessionId}`)).body;
+    expect(new URL(session.sandbox_url).hostname).toBe("127.0.0.1");
+
+    const crs = `/v1/projects/${project.id}/change-requests`;
+    const cr = await waitFor(
+      "the agent's CR",
+      async () =>
+        (await call(api.url, "GET", crs, { token: user.token })).body.change_requests.find(
+          (c: { title: string }) => c.title === "From a Swarm task",
+        ),
+      { timeoutMs: 120_000 },
+    );
+    expect(cr).toMatchObject({ head_ref: sessionId, origin_session_id: sessionId });
+    const bare = api.services.repos.managedDir(project.id);
+    expect((await git(["show", `${sessionId}:agent.txt`], { dir: bare })).stdout).toBe("from-a-swarm-task\n");
+  }, 300_000);
+
+  it("serves a preview over the link while this host has no route to the sandbox's daemon", async () => {
+    const sent = await sessions(`/${sessionId}/messages`, "POST", { text: "Serve the app on port 3000." });
+    expect(sent.status, JSON.stringify(sent.body)).toBeLessThan(300);
+    const preview = `http://3000-${sessionId}.localhost:${new URL(api.url).port}/`;
+    const bearer = { authorization: `Bearer ${user.token}` };
+    const page = await waitFor(
+      "the preview",
+      async () => {
+        const res = await previewFetch(preview, { headers: bearer }).catch(() => undefined);
+        const body = res && (await res.text());
+        return res?.status === 200 && body;
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect(page).toBe("hello from a swarm task");
+
+    // The task's addresses: its own overlay network and the node's docker_gwbridge. Neither carries port 8000 to
+    // this host: the overlay has no route here, and the daemon listens on the sandbox's loopback only.
+    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
+    const gwbridge = await docker.getNetwork("docker_gwbridge").inspect();
+    const addresses = [
+      ...Object.values(container!.NetworkSettings.Networks).map((n) => n.IPAddress),
+      gwbridge.Containers?.[container!.Id]?.IPv4Address?.split("/")[0],
+    ].filter((a): a is string => Boolean(a));
+    expect(addresses.length).toBe(2);
+    for (const address of addresses) {
+      expect(await daemonAnswersAt(address), address).toBe(false);
+    }
+  }, 120_000);
+
+  it("a task killed under a session fails it within seconds and frees its slot for the next", async () => {
+    // The cap is one session: the running one holds it.
+    expect((await sessions("", "POST", {})).status).toBe(429);
+    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
+    const killedAt = Date.now();
+    await docker.getContainer(container!.Id).kill();
+    await waitFor("the session failed", async () => (await status(sessionId)) === "failed", { timeoutMs: 20_000 });
+    const failedAfterMs = Date.now() - killedAt;
+    // Faster than the reconciler's 30 s tick: the dropped link made the leader look.
+    expect(failedAfterMs).toBeLessThan(15_000);
+    await waitFor("its service removed", async () => (await serviceOf(sessionId)).length === 0, { timeoutMs: 20_000 });
+
+    const next = await sessions("", "POST", {});
+    expect(next.status, JSON.stringify(next.body)).toBe(201);
+    await waitFor("the next session running", async () => (await status(next.body.session_id)) === "running", {
+      timeoutMs: 180_000,
+    });
+    expect(await serviceOf(next.body.session_id)).toHaveLength(1);
+  }, 300_000);
+});
