@@ -13,6 +13,7 @@ import { benchSandboxClone } from "./sandbox-clone.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
 import { benchCliSessions } from "./session-cli.ts";
 import { benchSoak } from "./soak.ts";
+import { benchSwarmStart } from "./swarm-start.ts";
 import { benchTranscriptRead } from "./transcript.ts";
 
 /** A benchmark's outcome: whether its targets held, and its figure lines. */
@@ -29,6 +30,7 @@ const ALONE: Record<string, () => Promise<Figures>> = {
   resume: benchResume,
   checks: benchChecks,
   link: benchLink,
+  swarm: benchSwarmStart,
   transcript: async () => {
     const figures = [await benchTranscriptRead("pglite"), await benchTranscriptRead("postgres")];
     return { ok: figures.every((f) => f.ok), lines: figures.map((f) => f.line) };

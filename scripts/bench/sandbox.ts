@@ -1,4 +1,6 @@
 import { execFileSync } from "node:child_process";
+import type { SandboxDriver } from "../../orchestrator/sandbox/driver.ts";
+import type { SandboxLinkMode } from "../../protocol/sandbox-link.ts";
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
@@ -49,9 +51,13 @@ type Runs = { starts: number[]; answers: number[]; toCr: number[] };
 
 /**
  * One API with the Docker orchestrator, a scripted model, a user and a project whose main holds one commit;
- * `poolSize` warm sandboxes per project (0: every session starts cold).
+ * `poolSize` warm sandboxes per project (0: every session starts cold). `engine` swaps the driver and how the API
+ * reaches sandboxes (the Swarm driver, dial-out links).
  */
-export async function benchStack(poolSize: number) {
+export async function benchStack(
+  poolSize: number,
+  engine: { driver?: SandboxDriver; sandboxLink?: SandboxLinkMode } = {},
+) {
   const db = await freshDatabase("pglite");
   const port = await freePort();
   const llm = await startScriptedLlm([
@@ -74,11 +80,15 @@ export async function benchStack(poolSize: number) {
   const api = await startApi(db.sql, {
     host: "0.0.0.0",
     port,
-    orchestrator: orchestratorFor(port, {
-      sessionCap: 100,
-      poolSize,
-      llm: { baseUrl: llm.url, apiKey: "bench", model: "scripted" },
-    }),
+    orchestrator: {
+      ...orchestratorFor(port, {
+        sessionCap: 100,
+        poolSize,
+        sandboxLink: engine.sandboxLink,
+        llm: { baseUrl: llm.url, apiKey: "bench", model: "scripted" },
+      }),
+      ...(engine.driver && { driver: engine.driver }),
+    },
   });
   const user = await seedUser(api.services);
   const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "bench" } })).body;
