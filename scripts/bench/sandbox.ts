@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { SandboxDriver } from "../../orchestrator/sandbox/driver.ts";
 import type { SandboxLinkMode } from "../../protocol/sandbox-link.ts";
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
 import { orchestratorFor, removeProjectContainers, requireDocker } from "../harness/docker.ts";
