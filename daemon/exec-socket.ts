@@ -66,6 +66,9 @@ function serve(ws: WebSocket, command: Command, touch: () => void): void {
   });
   ws.on("close", () => {
     if (!exited) command.hangUp();
+    // Output paused for a reader who left would keep the command's pipes, and its end, waiting forever.
+    command.stdout.resume();
+    command.stderr.resume();
   });
   void command.done.then(({ code, failure }) => {
     exited = true;

@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { daemonExec } from "../api/sessions/daemon-exec.ts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { daemonExec as startExec } from "../api/sessions/daemon-exec.ts";
 import type { ExecRequest } from "../orchestrator/sandbox/access.ts";
 import type { SandboxExec } from "../orchestrator/sandbox/driver.ts";
 import { hashSecret } from "../protocol/credential.ts";
@@ -14,6 +14,18 @@ import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 
 const KEY = `svc_sk_exec-test-${randomUUID().replaceAll("-", "")}`;
+
+/** Every command a test started: a failed test leaves none running, whatever it failed on. */
+const started: SandboxExec[] = [];
+afterEach(() => {
+  for (const running of started.splice(0)) running.close();
+});
+
+async function daemonExec(...args: Parameters<typeof startExec>): Promise<SandboxExec> {
+  const running = await startExec(...args);
+  started.push(running);
+  return running;
+}
 
 /** Everything a command printed, by stream, and its exit code. */
 async function collect(running: SandboxExec): Promise<{ stdout: string; stderr: string; code: number }> {
@@ -30,14 +42,14 @@ function follow(running: SandboxExec) {
     return running.exitCode();
   })();
   return {
-    /** Its exit code; after `ms` the command is hung up (no process outlives a failed test) and this fails. */
+    /** Its exit code; fails after `ms` (sooner than the test's own limit, saying what the command printed). */
     async ended(ms = 10_000): Promise<number> {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          running.close();
-          reject(new Error(`the command did not end; it printed ${JSON.stringify(stdout)}`));
-        }, ms);
+        timer = setTimeout(
+          () => reject(new Error(`the command did not end; it printed ${JSON.stringify(stdout)}`)),
+          ms,
+        );
       });
       return Promise.race([ended, late]).finally(() => clearTimeout(timer));
     },
@@ -46,10 +58,7 @@ function follow(running: SandboxExec) {
       const deadline = Date.now() + ms;
       const has = () => (typeof text === "string" ? stdout.includes(text) : text.test(stdout));
       while (!has()) {
-        if (Date.now() > deadline) {
-          running.close();
-          throw new Error(`${text} never came; got ${JSON.stringify(stdout)}`);
-        }
+        if (Date.now() > deadline) throw new Error(`${text} never came; got ${JSON.stringify(stdout)}`);
         await new Promise((r) => setTimeout(r, 20));
       }
     },
@@ -85,6 +94,20 @@ describe("exec over the daemon: GET /svc/exec (the daemon as a local process)", 
     running.stdin!.write("hello\n");
     running.stdin!.end("world\n");
     expect(await collect(running)).toEqual({ stdout: "HELLO\nWORLD\n", stderr: "to stderr\n", code: 7 });
+  });
+
+  it("carries output larger than the daemon holds for a reader that is behind, whole and in order", async () => {
+    const running = await daemonExec(target(), plain(["sh", "-c", "seq 1 400000"]));
+    let text = "";
+    for await (const { data } of running.output) {
+      text += data.toString();
+      // A slow reader: the daemon has to wait for it rather than queue the whole output.
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const lines = text.trimEnd().split("\n");
+    expect(lines.length).toBe(400_000);
+    expect(lines.every((line, i) => line === String(i + 1))).toBe(true);
+    expect(await running.exitCode()).toBe(0);
   });
 
   it("runs in the workspace with the session's environment over the sandbox's", async () => {

@@ -15,8 +15,8 @@ import {
 import { apiError } from "../errors.ts";
 
 const HANDSHAKE_TIMEOUT_MS = 10_000;
-/** Output messages held for a reader that is behind before the socket stops reading (and the daemon waits). */
-const QUEUE_HIGH = 64;
+/** Output held for a reader that is behind before the socket stops reading (and the daemon, then the command, wait). */
+const QUEUE_HIGH = 1 << 20;
 
 type Output = { stream: "stdout" | "stderr"; data: Buffer };
 
@@ -39,7 +39,8 @@ function opened(ws: WebSocket): Promise<void> {
   return new Promise((resolve, reject) => {
     ws.once("open", resolve);
     ws.once("unexpected-response", (_req, res) => void refusal(res).then(reject, reject));
-    ws.once("error", (err) =>
+    // Kept for the socket's life: a later error closes it, and the output says the connection broke.
+    ws.on("error", (err) =>
       reject(apiError("SANDBOX_UNREACHABLE", `the session's sandbox did not answer: ${err.message}`)),
     );
   });
@@ -62,7 +63,6 @@ export async function daemonExec(
     maxPayload: DAEMON_EXEC_MAX_MESSAGE,
   });
   await opened(ws);
-  ws.on("error", () => {});
   const send = (message: DaemonExecControl | DaemonExecSpec) => ws.send(JSON.stringify(message));
   send({
     cmd: request.cmd,
@@ -74,6 +74,7 @@ export async function daemonExec(
   });
 
   const queue: Output[] = [];
+  let queued = 0;
   let code: number | undefined;
   let failure: Error | undefined;
   let closed = false;
@@ -84,7 +85,8 @@ export async function daemonExec(
     if (binary) {
       const stream = bytes[0] === ExecStream.STDOUT ? "stdout" : bytes[0] === ExecStream.STDERR ? "stderr" : undefined;
       if (stream) queue.push({ stream, data: bytes.subarray(1) });
-      if (queue.length >= QUEUE_HIGH) ws.pause();
+      queued += bytes.length;
+      if (queued >= QUEUE_HIGH) ws.pause();
     } else {
       let json: unknown;
       try {
@@ -107,7 +109,8 @@ export async function daemonExec(
     for (;;) {
       const next = queue.shift();
       if (next) {
-        if (queue.length < QUEUE_HIGH / 2) ws.resume();
+        queued -= next.data.length + 1;
+        if (queued < QUEUE_HIGH / 2) ws.resume();
         yield next;
         continue;
       }

@@ -217,7 +217,7 @@ export function createSessionService(deps: SessionServiceDeps) {
 
     /** Runs a command in the sandbox's workspace as its own user. */
     async exec(project: Project, sessionId: string, request: ExecRequest) {
-      if (settings.sandboxLink === ("never" as string)) return daemonExec(await loadSandboxTarget(project, sessionId), request);
+      if (settings.sandboxLink === "dial-out") return daemonExec(await loadSandboxTarget(project, sessionId), request);
       return deps.access.exec(await containerOf(project, sessionId), request);
     },
 

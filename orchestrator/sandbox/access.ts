@@ -62,6 +62,10 @@ export function createSandboxAccess(driver: ContainerVerbs) {
       })();
     },
 
+    /**
+     * The engine's exec, for sandboxes the API reaches directly. One reached over its link may run where this
+     * engine cannot exec (a Swarm task on another node): the session service has its daemon run the command then.
+     */
     async exec(containerId: string, request: ExecRequest): Promise<SandboxExec> {
       const session = await sessionEnv(containerId);
       return driver.exec(containerId, {
