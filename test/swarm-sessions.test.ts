@@ -4,7 +4,7 @@ import { git } from "../api/git/run.ts";
 import { joinCluster } from "../orchestrator/cluster.ts";
 import { createSwarmDriver } from "../orchestrator/sandbox/swarm-driver.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { freePort } from "./support/cli.ts";
+import { cliHome, freePort, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { orchestratorFor } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
@@ -87,7 +87,16 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
     api = await startApi(db.sql, {
       host: "0.0.0.0",
       port,
-      orchestrator: { ...orchestrator, driver: createSwarmDriver({ docker, servicePort: 8000, settings: {} }) },
+      orchestrator: {
+        ...orchestrator,
+        // Everything the API asks of a sandbox goes over its link: the engine's exec is never the way in.
+        driver: {
+          ...createSwarmDriver({ docker, servicePort: 8000, settings: {} }),
+          exec: async () => {
+            throw new Error("the engine's exec was used");
+          },
+        },
+      },
     });
     swarm.cleanUp(`dev.svc.installation=${api.services.installationId}`);
     stopBackground = api.services.startBackgroundWork({
@@ -135,7 +144,7 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
     expect((await git(["show", `${sessionId}:agent.txt`], { dir: bare })).stdout).toBe("from-a-swarm-task\n");
   }, 300_000);
 
-  it("serves a preview over the link while this host has no route to the sandbox's daemon", async () => {
+  it("serves a preview and runs svc sessions exec over the link while this host has no route to the sandbox's daemon", async () => {
     const sent = await sessions(`/${sessionId}/messages`, "POST", { text: "Serve the app on port 3000." });
     expect(sent.status, JSON.stringify(sent.body)).toBeLessThan(300);
     const preview = `http://3000-${sessionId}.localhost:${new URL(api.url).port}/`;
@@ -150,6 +159,17 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
       { timeoutMs: 60_000 },
     );
     expect(page).toBe("hello from a swarm task");
+    const exec = await svc(["sessions", "exec", sessionId, "--", "sh", "-c", "cat agent.txt; echo $HOME; exit 3"], {
+      env: {
+        ...cliHome().env,
+        SVC_API_URL: `${api.url}/v1`,
+        SVC_CLI_TOKEN: user.token,
+        SVC_PROJECT_ID: project.id,
+      },
+    });
+    expect(exec.stderr).not.toContain("engine");
+    expect(exec.code).toBe(3);
+    expect(exec.stdout).toBe("from-a-swarm-task\n/root");
 
     // The task's addresses: its own overlay network and the node's docker_gwbridge. Neither carries port 8000 to
     // this host: the overlay has no route here, and the daemon listens on the sandbox's loopback only.
