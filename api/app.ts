@@ -80,6 +80,7 @@ import { tunnelPreviews } from "./previews/tunnel.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { createProjectStore } from "./projects/store.ts";
 import { createSandboxLinks } from "./sandbox-links/registry.ts";
+import { linkedUrlOf } from "./sandbox-links/rows.ts";
 import { sandboxLinkUpgrade } from "./sandbox-links/upgrade.ts";
 import { createCipher } from "./secrets/cipher.ts";
 import { secretRoutes } from "./secrets/routes.ts";
@@ -155,6 +156,11 @@ export type AppOptions = {
   plans?: PlanCatalogue;
   /** Single sign-on through an OpenID Connect provider (SVC_OIDC_*); without it the sign-in page offers none. */
   oidc?: OidcSettings;
+  /**
+   * The address sandbox bridges listen on (SVC_LINK_BRIDGE_HOST, resolved at start): default loopback; in a stack,
+   * this replica's address on the stack's network, where the other replicas reach its bridges.
+   */
+  linkBridgeHost?: string;
 };
 
 export type SandboxSettings = ProvisionerSettings & SessionSettings;
@@ -233,6 +239,9 @@ export function createServices(
   // Daemons that dial out (SVC_SANDBOX_LINK=dial-out) link to this process; a link's bridge is its sandbox's URL.
   const sandboxLinks = createSandboxLinks({
     sandboxByKey: async (hash) => (await sessionStore.liveSandboxByKey(hash))?.sandbox_id,
+    // A link that reached another replica: the waiting one finds the URL that replica recorded.
+    linkedUrl: linkedUrlOf(sql),
+    bridgeHost: options.linkBridgeHost,
     // A sandbox adopted after a restart links to this process's bridge, a new port: its row follows it there.
     onLinked: (sandboxId, url) =>
       void sessionStore

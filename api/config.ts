@@ -28,6 +28,8 @@ export type ApiConfig = {
     sandboxApiOrigin: string;
     /** SVC_SANDBOX_LINK: whether the API dials daemons or they dial it (protocol/sandbox-link.ts). */
     sandboxLink: StackEnv["SVC_SANDBOX_LINK"];
+    /** SVC_LINK_BRIDGE_HOST: an address, or `auto` (resolved at start: api/sandbox-links/bridge-host.ts). */
+    linkBridgeHost: string;
     networking: { kind: "shared" } | { kind: "attached"; subnetPool: string };
     /** SVC_SANDBOX_DRIVER, with the swarm driver's registry and placement (SVC_REGISTRY, SVC_SWARM_*). */
     driver: DriverChoice;
@@ -152,6 +154,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
         `http://${e.SVC_SANDBOX_NETWORKING === "attached" ? SANDBOX_API_ALIAS : "host.docker.internal"}:${e.SVC_PORT}`,
       // A Swarm sandbox has no address the API could dial (swarm-driver.ts): its daemon always dials out.
       sandboxLink: e.SVC_SANDBOX_DRIVER === "swarm" ? "dial-out" : e.SVC_SANDBOX_LINK,
+      linkBridgeHost: e.SVC_LINK_BRIDGE_HOST,
       networking:
         e.SVC_SANDBOX_NETWORKING === "attached"
           ? { kind: "attached", subnetPool: e.SVC_SANDBOX_SUBNET_POOL }

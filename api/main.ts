@@ -12,6 +12,7 @@ import { openSql } from "./db/sql.ts";
 import { cutMissingSessionBranches } from "./git/session-branches.ts";
 import { createSandboxListener } from "./http/sandbox-listener.ts";
 import { rotateOwnLog } from "./log-rotation.ts";
+import { resolveBridgeHost } from "./sandbox-links/bridge-host.ts";
 
 const MERGE_REPAIR_MS = 30_000;
 
@@ -35,6 +36,8 @@ const backend = o.enabled
   : undefined;
 const { app, services } = await buildApp({
   sql,
+  // Only daemons that dial out have bridges: with direct links the setting (compose mode sets `auto`) is not looked up.
+  linkBridgeHost: o.sandboxLink === "dial-out" ? await resolveBridgeHost(o.linkBridgeHost) : undefined,
   dataDir: config.dataDir,
   publicUrl: config.publicUrl,
   previewDomain: config.previewDomain,

@@ -45,6 +45,11 @@ export type EgressPort = { proxied(project: Project): Promise<boolean> };
  * its own, so the API needs no route into the sandbox. Whoever creates a sandbox announces its key first.
  */
 export type SandboxLinkPort = {
+  /**
+   * This API replica's address on the stack's network, put in its sandboxes' link URLs so the edge sends each link
+   * to the replica waiting for it; undefined for an API alone.
+   */
+  replica?: string;
   /** A link presenting this service key (by its hash) is `sandboxId`'s; said before the sandbox starts. */
   expect(serviceKeyHash: string, sandboxId: string): void;
   /** The URL the sandbox's daemon answers at once its link is up; rejects after `timeoutMs`. */

@@ -14,7 +14,18 @@ export const SANDBOX_LINK_ENV = "SVC_LINK_URL";
 export const SandboxLinkMode = z.enum(["direct", "dial-out"]);
 export type SandboxLinkMode = z.infer<typeof SandboxLinkMode>;
 
-/** The link's URL from the API's origin as sandboxes reach it (SVC_API_URL's base): same place, ws scheme. */
-export function sandboxLinkUrl(apiOrigin: string): string {
-  return `${apiOrigin.replace(/\/+$/, "")}${SANDBOX_LINK_PATH}`.replace(/^http(s?):/i, "ws$1:");
+/**
+ * The link URL's query parameter naming the API replica that waits for the link, by its address on the stack's
+ * network (SVC_LINK_BRIDGE_HOST): the edge sends the link to that replica when it is one of those it spreads
+ * requests over, and to any of them otherwise (api/edge/link-hint.ts).
+ */
+export const SANDBOX_LINK_REPLICA_PARAM = "replica";
+
+/**
+ * The link's URL from the API's origin as sandboxes reach it (SVC_API_URL's base): same place, ws scheme; with the
+ * address of the replica that waits for it, when the API runs as several.
+ */
+export function sandboxLinkUrl(apiOrigin: string, replica?: string): string {
+  const url = `${apiOrigin.replace(/\/+$/, "")}${SANDBOX_LINK_PATH}`.replace(/^http(s?):/i, "ws$1:");
+  return replica ? `${url}?${SANDBOX_LINK_REPLICA_PARAM}=${encodeURIComponent(replica)}` : url;
 }

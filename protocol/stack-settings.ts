@@ -282,6 +282,12 @@ export const STACK_SETTINGS = [
     "how the API reaches sandboxes' daemons: direct dials each container's address; dial-out has each daemon open a link to the API (SVC_SANDBOX_API_ORIGIN) that the API's requests travel over, so no route into a sandbox is needed",
   ),
   setting(
+    "SVC_LINK_BRIDGE_HOST",
+    "text",
+    z.union([z.literal("auto"), z.ipv4(), z.ipv6()]).default("127.0.0.1"),
+    "address the API's bridges to dial-out sandboxes listen on, where its other replicas reach them: 127.0.0.1 for one API; auto (compose and swarm modes): the API container's own address on the stack's network",
+  ),
+  setting(
     "SVC_SANDBOX_NETWORKING",
     "choice",
     z.enum(["shared", "attached"]).default("shared"),

@@ -1,4 +1,4 @@
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHome, freePort, svc as runSvc, shipNewApp } from "./support/cli.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 import { useSwarm } from "./support/swarm.ts";
+import { waitFor } from "./support/wait.ts";
 
 const STACK_LABEL = "com.docker.stack.namespace";
 
@@ -27,7 +28,11 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
   beforeAll(async () => {
     port = await freePort();
     const started = Date.now();
-    const start = await svc(["self-host", "start", "--mode", "swarm", "--port", String(port)], home.dir);
+    // Two API replicas: a sandbox's link must reach the one that waits for it, and both must reach the sandbox.
+    const start = await svc(
+      ["self-host", "start", "--mode", "swarm", "--port", String(port), "--api-replicas", "2"],
+      home.dir,
+    );
     timings.firstStart = Date.now() - started;
     expect(start.code, start.stderr).toBe(0);
     stack = (await status()).swarm_stack;
@@ -38,8 +43,10 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
   afterAll(async () => {
     console.log(`swarm mode timings (ms): ${JSON.stringify(timings)}`);
     await svc(["self-host", "stop"], home.dir);
-    for (const id of JSON.parse(readFileSync(join(home.env.SVC_HOME!, "selfhost.json"), "utf8")).installations ?? [])
-      swarm.cleanUp(`dev.svc.installation=${id.id}`);
+    // Gone once the last test uninstalled: its installations' services went with it.
+    const state = join(home.env.SVC_HOME!, "selfhost.json");
+    const installations = existsSync(state) ? (JSON.parse(readFileSync(state, "utf8")).installations ?? []) : [];
+    for (const id of installations) swarm.cleanUp(`dev.svc.installation=${id.id}`);
     // The stack's volumes, once the tasks' containers that Swarm removes after `stop` have let go of them.
     const deadline = Date.now() + 30_000;
     for (const name of stack ? volumes() : []) {
@@ -61,7 +68,7 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
     expect(s).toMatchObject({ status: "running", mode: "swarm", database: "postgres", listen: "0.0.0.0" });
     expect(s.swarm_services.map((c: { service: string; replicas: string }) => `${c.service}:${c.replicas}`)).toEqual([
       "postgres:1/1",
-      "api:1/1",
+      "api:2/2",
       "edge:1/1",
     ]);
     const health = await fetch(`http://127.0.0.1:${port}/v1/health`);
@@ -74,7 +81,12 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
       Placement: { Constraints: string[] };
     };
     expect(api.ContainerSpec.Env).toEqual(
-      expect.arrayContaining(["SVC_SANDBOX_DRIVER=swarm", "SVC_SANDBOX_LINK=dial-out", "SVC_TRUSTED_PROXY=tasks.edge"]),
+      expect.arrayContaining([
+        "SVC_SANDBOX_DRIVER=swarm",
+        "SVC_SANDBOX_LINK=dial-out",
+        "SVC_TRUSTED_PROXY=tasks.edge",
+        "SVC_LINK_BRIDGE_HOST=auto",
+      ]),
     );
     expect(api.ContainerSpec.Mounts.map((m) => m.Target)).toEqual(
       expect.arrayContaining(["/var/lib/svc", "/var/run/docker.sock"]),
@@ -111,7 +123,8 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
   it("logs api, postgres and edge through docker service logs; doctor says the engine is a manager", async () => {
     const api = await svc(["self-host", "logs", "api", "-n", "200"], home.dir);
     expect(api.code, api.stderr).toBe(0);
-    expect(api.stdout).toMatch(/^\d\d:\d\d:\d\d INFO\s+Server listening at http:\/\/\S+:7700$/m);
+    // Two replicas: each line names its own first.
+    expect(api.stdout).toMatch(/^api\.[12] \d\d:\d\d:\d\d INFO\s+Server listening at http:\/\/\S+:7700$/m);
     const json = await svc(["self-host", "logs", "api", "--json", "-n", "3"], home.dir);
     for (const line of json.stdout.split("\n")) expect(JSON.parse(line)).toHaveProperty("msg");
     expect((await svc(["self-host", "logs", "postgres"], home.dir)).stdout).toContain("database system is ready");
@@ -127,6 +140,68 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
       detail: "the Docker engine is a Swarm manager (swarm mode)",
     });
   });
+
+  it("a session runs as a Swarm service over the dial-out link: linked to the replica that made it, exec from either; stop leaves nothing", async () => {
+    const created = await svc(["sessions", "new", "--no-wait"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = created.stdout.trim();
+    const info = async () => JSON.parse((await svc(["sessions", "info", id, "--json"])).stdout);
+    const running = await waitFor(
+      "the session to run",
+      async () => {
+        const s = await info();
+        if (s.status === "failed") throw new Error(`the session failed: ${s.error}`);
+        return s.status === "running" && s;
+      },
+      { timeoutMs: 180_000, everyMs: 1000 },
+    );
+    const [sandbox] = await sandboxServices(id);
+    expect(sandbox, "the session's sandbox service").toBeDefined();
+
+    // The replica that made it named itself in the daemon's link URL, and the link reached that replica: the URL
+    // the session runs at is that replica's bridge, on its address among the API tasks' on the stack network.
+    const env = (sandbox!.Spec!.TaskTemplate as { ContainerSpec: { Env: string[] } }).ContainerSpec.Env;
+    const linkUrl = new URL(env.find((e) => e.startsWith("SVC_LINK_URL="))!.slice("SVC_LINK_URL=".length));
+    const hint = linkUrl.searchParams.get("replica");
+    expect((await apiTaskAddresses()).sort()).toContain(hint);
+    expect(new URL(running.sandbox_url).hostname).toBe(hint);
+
+    // Through the edge, which spreads requests over both replicas in turn: of three execs, one request apart
+    // between the last two, two reach different replicas whatever number of requests one exec makes.
+    const outputs: string[] = [];
+    for (const extra of [false, false, true]) {
+      if (extra) expect((await fetch(`http://127.0.0.1:${port}/v1/health`)).status).toBe(200);
+      const exec = await svc(["sessions", "exec", id, "--", "sh", "-c", "echo from $SVC_SESSION_ID"]);
+      expect(exec.code, exec.stderr).toBe(0);
+      outputs.push(exec.stdout.trim());
+    }
+    expect(outputs).toEqual([`from ${id}`, `from ${id}`, `from ${id}`]);
+
+    const stopped = await svc(["sessions", "stop", id]);
+    expect(stopped.code, stopped.stderr).toBe(0);
+    await waitFor(
+      "the sandbox's service and network to go",
+      async () => {
+        const networks = await swarm.docker().listNetworks({ filters: { label: [`dev.svc.session=${id}`] } });
+        return (await sandboxServices(id)).length === 0 && networks.length === 0;
+      },
+      { timeoutMs: 60_000, everyMs: 500 },
+    );
+    expect((await info()).status).toBe("stopped");
+  }, 300_000);
+  const sandboxServices = (session: string) =>
+    swarm.docker().listServices({ filters: { label: [`dev.svc.session=${session}`] } });
+  /** The API replicas' addresses on the stack's network: where the edge's `tasks.api` resolves. */
+  const apiTaskAddresses = async () => {
+    const tasks = await swarm.docker().listTasks({
+      filters: { service: [`${stack}_api`], "desired-state": ["running"] },
+    });
+    return tasks.flatMap((t) =>
+      ((t as { NetworksAttachments?: { Addresses?: string[] }[] }).NetworksAttachments ?? []).flatMap((n) =>
+        (n.Addresses ?? []).map((a) => a.split("/")[0]!),
+      ),
+    );
+  };
 
   it("stop leaves no service and no network of the stack, the API's own services neither; volumes stay, and so does the data", async () => {
     // A sandbox service as the Swarm driver makes one: the installation's labels, an overlay network of its own.
@@ -200,7 +275,16 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
     }
   });
 
-  it.todo("a session runs as a Swarm service over the dial-out link (needs the Swarm sandbox driver and daemon links)");
+  it("svc uninstall removes the swarm stack's data volumes with the home, and nothing of the stack is left", async () => {
+    expect((await svc(["self-host", "stop"], home.dir)).code).toBe(0);
+    const removed = await svc(["uninstall", "--yes", "--keep-images", "--json"], home.dir);
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(JSON.parse(removed.stdout).docker.volumes).toEqual(expect.arrayContaining(volumes()));
+    for (const v of volumes())
+      await expect(swarm.docker().getVolume(v).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    expect(await stackServices()).toEqual([]);
+    expect(await stackNetworks()).toEqual([]);
+  });
 });
 
 /** The installation the swarm stack's API said it is (recorded by start). */

@@ -1,5 +1,5 @@
 import type { ClientHttp2Session } from "node:http2";
-import { createServer } from "node:net";
+import { createServer, isIPv6 } from "node:net";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import { spliceStreams } from "../../protocol/link-transport.ts";
 
@@ -7,7 +7,7 @@ import { spliceStreams } from "../../protocol/link-transport.ts";
 const AUTHORITY = `127.0.0.1:${SANDBOX_SERVICE_PORT}`;
 
 export type Bridge = {
-  /** `http://127.0.0.1:<port>`: the sandbox's endpoint for as long as this process lives. */
+  /** `http://<host>:<port>`: the sandbox's endpoint for as long as this process lives. */
   url: string;
   /** The link's session connections go over from now on; undefined: the link is down. */
   use(session: ClientHttp2Session | undefined): void;
@@ -20,8 +20,15 @@ export type Bridge = {
  * the bridge's URL as they would the daemon's address. While the link is down a connection is reset at once, and
  * those it carried are reset as it drops (their streams die with its session): a caller learns that the sandbox
  * stopped answering, never waits on it. The port outlives the link's reconnects: a URL stored for it stays good.
+ *
+ * `host` is loopback for an API alone. In a stack of several API replicas (SVC_LINK_BRIDGE_HOST) it is this
+ * replica's address on the stack's network, so the others reach the sandbox through the URL its row holds. That
+ * keeps the trust model: the stack's network holds only the stack's own services (PostgreSQL, the API replicas,
+ * the edge), never a sandbox (each has a network of its own), and a connection to the port gets no more than a
+ * connection to the daemon's own port would: the daemon still checks its service key on /svc/ calls and the signed
+ * user context on every other request.
  */
-export async function openBridge(): Promise<Bridge> {
+export async function openBridge(host = "127.0.0.1"): Promise<Bridge> {
   let session: ClientHttp2Session | undefined;
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
     socket.on("error", () => {});
@@ -42,13 +49,13 @@ export async function openBridge(): Promise<Bridge> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    server.listen(0, host, () => resolve());
   });
   server.on("error", () => {});
   const { port } = server.address() as { port: number };
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${isIPv6(host) ? `[${host}]` : host}:${port}`,
     use(next) {
       session = next;
     },

@@ -8,6 +8,8 @@ import { type Bridge, openBridge } from "./bridge.ts";
 
 /** How often the API pings each link; one ping unanswered by the next is a dead link (TCP may never say so). */
 const PING_MS = 15_000;
+/** How often a wait for a link asks the sandbox's row whether the link came up in another API replica. */
+const ROW_POLL_MS = 250;
 /** A link down this long belongs to a sandbox that is gone (a live daemon dials again within 10 s). */
 const GONE_MS = 10 * 60_000;
 const SWEEP_MS = 60_000;
@@ -15,12 +17,23 @@ const SWEEP_MS = 60_000;
 export type SandboxLinksDeps = {
   /** The live sandbox (provisioning or active row) whose service key has this hash. */
   sandboxByKey(serviceKeyHash: string): Promise<string | undefined>;
+  /**
+   * The URL a live row of the sandbox holds: its link's endpoint in whichever API replica the link reached (that
+   * replica's `onLinked` wrote it). Asked only while a wait for the link runs.
+   */
+  linkedUrl?(sandboxId: string): Promise<string | undefined>;
+  /**
+   * The address bridges listen on (SVC_LINK_BRIDGE_HOST, resolved): loopback for an API alone, else this replica's
+   * address on the stack's network, which then also names it in its sandboxes' link URLs.
+   */
+  bridgeHost?: string;
   /** Told each time a sandbox's link comes up, with its endpoint: a sandbox adopted after a restart moves there. */
   onLinked?(sandboxId: string, url: string): void;
   /** A sandbox's link went down (not replaced by a newer one): its sandbox may have died. */
   onUnlinked?(sandboxId: string): void;
   log: (msg: string, extra?: Record<string, unknown>) => void;
   pingMs?: number;
+  rowPollMs?: number;
 };
 
 type Waiter = (url: string | undefined) => void;
@@ -36,12 +49,18 @@ const ignore = () => {};
 
 /**
  * The sandboxes linked to this API process: each daemon's link (a WebSocket carrying an HTTP/2 session whose
- * client is this process) and the loopback bridge (bridge.ts) that is the sandbox's endpoint here. A daemon is
+ * client is this process) and the bridge (bridge.ts) that is the sandbox's endpoint here. A daemon is
  * known by its service key: one a sandbox's row holds, or one registered ahead (`expect`) by whoever creates the
  * sandbox, for a warm-pool member has no row yet. A newer link of a sandbox replaces the older one.
+ *
+ * With several API replicas a link may reach another replica than the one waiting for it (no hint, or a hint the
+ * edge could not follow): that one serves it when a live row holds the key and records its bridge's URL in the row,
+ * which the waiting replica reads (`waitFor`) and reaches the sandbox through.
  */
 export function createSandboxLinks(deps: SandboxLinksDeps) {
   const pingMs = deps.pingMs ?? PING_MS;
+  const rowPollMs = deps.rowPollMs ?? ROW_POLL_MS;
+  const bridgeHost = deps.bridgeHost ?? "127.0.0.1";
   const expected = new Map<string, string>();
   const entries = new Map<string, Entry>();
   const opening = new Map<string, Promise<Entry>>();
@@ -52,7 +71,7 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     if (known) return Promise.resolve(known);
     let pending = opening.get(sandboxId);
     if (!pending) {
-      pending = openBridge().then((bridge) => {
+      pending = openBridge(bridgeHost).then((bridge) => {
         const entry: Entry = { bridge, link: undefined, waiters: new Set(), downSince: Date.now() };
         entries.set(sandboxId, entry);
         return entry;
@@ -131,7 +150,35 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     session.once("close", down);
   }
 
+  /**
+   * The URL the sandbox's row shows it linked at in another replica, asked every `rowPollMs` until `stop` is called;
+   * `found` hears it once. A row read that fails is asked again at the next turn.
+   */
+  function watchRow(sandboxId: string, own: string, found: (url: string) => void): () => void {
+    const linkedUrl = deps.linkedUrl;
+    if (!linkedUrl) return () => {};
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    const ask = async () => {
+      const url = await linkedUrl(sandboxId).catch(() => undefined);
+      if (stopped) return;
+      if (url && url !== own) return found(url);
+      timer = setTimeout(ask, rowPollMs);
+    };
+    timer = setTimeout(ask, rowPollMs);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }
+
   return {
+    /**
+     * This replica's address as its sandboxes' link URLs name it (the edge's hint); undefined for an API alone, its
+     * bridges on the default loopback address, which needs none.
+     */
+    replica: bridgeHost === "127.0.0.1" || bridgeHost === "::1" ? undefined : bridgeHost,
+
     /** Accepts a link presenting this service key (by its hash) as `sandboxId`'s, before its sandbox starts. */
     expect(serviceKeyHash: string, sandboxId: string): void {
       expected.set(serviceKeyHash, sandboxId);
@@ -158,17 +205,23 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
       return entry?.link ? entry.bridge.url : undefined;
     },
 
-    /** The sandbox's endpoint once its link is up; SANDBOX_UNREACHABLE after `timeoutMs` or when it is forgotten. */
+    /**
+     * The sandbox's endpoint once its link is up, here or (its row says so) in another replica; SANDBOX_UNREACHABLE
+     * after `timeoutMs` or when it is forgotten. The row of a sandbox being made holds no URL until its link is up
+     * somewhere: one that is not this process's bridge is another replica's.
+     */
     async waitFor(sandboxId: string, timeoutMs: number): Promise<string> {
       const entry = await ensure(sandboxId);
       if (entry.link) return entry.bridge.url;
       const url = await new Promise<string | undefined>((resolve) => {
         const wake: Waiter = (found) => {
           clearTimeout(timer);
+          stopWatching();
           entry.waiters.delete(wake);
           resolve(found);
         };
         const timer = setTimeout(() => wake(undefined), Math.max(0, timeoutMs));
+        const stopWatching = watchRow(sandboxId, entry.bridge.url, wake);
         entry.waiters.add(wake);
       });
       if (!url)

@@ -25,6 +25,7 @@ import {
 import { runningMode } from "./self-host/running-mode.ts";
 import { readState, type SelfHostPaths, selfHostPaths } from "./self-host/state.ts";
 import { stopSelfHost } from "./self-host/stop.ts";
+import { removeSwarmVolumes, stackName } from "./self-host/swarm.ts";
 
 export type UninstallOptions = {
   keepHome?: boolean;
@@ -76,6 +77,9 @@ async function cleanEngine(paths: SelfHostPaths, options: UninstallOptions, ran:
       result.networks.push(...before.networks.filter((n) => !after.networks.includes(n)));
       result.volumes.push(...before.volumes.filter((v) => !after.volumes.includes(v)));
     }
+    // Swarm mode's data volumes carry the stack's label, not the installation's: they go with the home too. The
+    // stop before this removed the stack, so nothing holds them.
+    if (!options.keepHome) result.volumes.push(...(await removeSwarmVolumes(stackName(paths))));
     // The host firewall: stop removed it with a running stack, one that died on its own left it.
     if (state.mode === "compose" || compose.length > 0) await removeHostFirewall(project, state.env);
     const images = [...ran, ...before.images, ...state.installations.flatMap((i) => i.images)];

@@ -19,7 +19,9 @@ export type SandboxReach = {
 
 /**
  * `direct`: the container's address, as the driver reports it. `dial-out`: the endpoint of the link the daemon
- * opens to the API (SandboxLinkPort), so the sandbox needs no address the API can route to.
+ * opens to the API (SandboxLinkPort), so the sandbox needs no address the API can route to. With several API
+ * replicas the link's URL names this one (`replica`), which waits for it: the edge sends the link here, where a
+ * warm-pool member's key, announced only here, is known.
  */
 export function sandboxReach(
   mode: SandboxLinkMode,
@@ -39,7 +41,7 @@ export function sandboxReach(
   }
   if (!links) throw new Error("SVC_SANDBOX_LINK=dial-out needs the API's sandbox links (orchestrator deps.links)");
   return {
-    linkUrl: sandboxLinkUrl(apiOrigin),
+    linkUrl: sandboxLinkUrl(apiOrigin, links.replica),
     expect: (serviceKey, sandboxId) => links.expect(hashSecret(serviceKey), sandboxId),
     endpoint: (sandboxId, _info, deadline) => links.waitFor(sandboxId, deadline - Date.now()),
     forget: (sandboxId) => links.forget(sandboxId),

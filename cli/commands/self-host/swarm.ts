@@ -17,6 +17,24 @@ export const stackName = (paths: SelfHostPaths) => composeProject(paths);
 /** The volumes swarm mode keeps its data in (compose/stack.yaml), apart from compose mode's `<project>_pgdata`. */
 export const swarmVolumes = (stack: string) => ({ pgdata: `${stack}_swarm_pgdata`, data: `${stack}_swarm_data` });
 
+/**
+ * Removes the stack's data volumes; the names it removed. Swarm stops a removed stack's task containers a moment
+ * after `docker stack rm` returns, so a volume still in use is asked for again, for up to `waitMs`.
+ */
+export async function removeSwarmVolumes(stack: string, waitMs = 30_000): Promise<string[]> {
+  const removed: string[] = [];
+  const deadline = Date.now() + waitMs;
+  for (const volume of Object.values(swarmVolumes(stack))) {
+    for (;;) {
+      const { code, output } = await dockerCli(["volume", "rm", volume]).catch(() => ({ code: 1, output: "" }));
+      if (code === 0) removed.push(volume);
+      if (code === 0 || !/in use/i.test(output) || Date.now() > deadline) break;
+      await sleep(250);
+    }
+  }
+  return removed;
+}
+
 /** A service as GET /services?status=true lists it: the fields read here. */
 const Service = z.object({
   ID: z.string(),
