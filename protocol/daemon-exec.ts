@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ExecArgv } from "./sandbox-access.ts";
 
 /**
  * A command run by the sandbox's daemon (issue 33): the API's way into a sandbox that the engine cannot exec into
@@ -20,15 +21,7 @@ const size = z.number().int().min(1).max(1000);
 /** What to run: the engine's ExecSpec (orchestrator/sandbox/driver.ts), the working directory the workspace's. */
 export const DaemonExecSpec = z
   .object({
-    cmd: z
-      .array(
-        z
-          .string()
-          .max(100_000)
-          .refine((s) => !s.includes("\0"), "must not hold a NUL"),
-      )
-      .min(1)
-      .max(1000),
+    cmd: ExecArgv,
     tty: z.boolean(),
     stdin: z.boolean(),
     /** Absent: the daemon's workspace, which only the daemon knows for sure (a test's runs outside a container). */

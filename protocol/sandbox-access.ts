@@ -25,23 +25,23 @@ export const LogsQuery = z
 export const EXEC_UPGRADE = "svc-exec";
 
 const flag = z.enum(["0", "1"]).default("0");
+
+/** A command and its arguments, as an exec runs them: the API's query and the daemon's first message alike. */
+export const ExecArgv = z
+  .array(
+    z
+      .string()
+      .max(100_000)
+      .refine((s) => !s.includes("\0"), "must not hold a NUL"),
+  )
+  .min(1)
+  .max(1000);
 const size = z.coerce.number().int().min(1).max(1000).optional();
 
 /** The command line and terminal of an exec; `cmd` repeats once per argument. */
 export const ExecQuery = z
   .object({
-    cmd: z.preprocess(
-      (v) => (typeof v === "string" ? [v] : v),
-      z
-        .array(
-          z
-            .string()
-            .max(100_000)
-            .refine((s) => !s.includes("\0"), "must not hold a NUL"),
-        )
-        .min(1)
-        .max(1000),
-    ),
+    cmd: z.preprocess((v) => (typeof v === "string" ? [v] : v), ExecArgv),
     tty: flag,
     stdin: flag,
     cols: size,

@@ -1,6 +1,5 @@
 import { type Duplex, PassThrough } from "node:stream";
 import Docker from "dockerode";
-import { OrchestratorError } from "../errors.ts";
 import { buildFences, runBuild } from "./docker-build.ts";
 import { demux, linesOf } from "./docker-streams.ts";
 import type {
@@ -15,6 +14,7 @@ import type {
   SandboxLimits,
   SandboxSpec,
 } from "./driver.ts";
+import { withOrchestratorErrors } from "./engine-errors.ts";
 import { type ContainerAddresses, type SandboxNetworking, type SandboxPlacement, statusOf } from "./networking.ts";
 import { APP_LABELS, OWNER_LABELS, POOL_LABEL, toAppLabels, toAppOwner, toLabels, toOwner } from "./owner-labels.ts";
 import { sharedNetworking } from "./shared-network.ts";
@@ -67,25 +67,6 @@ function addressesOfListing(c: Docker.ContainerInfo): ContainerAddresses {
     Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, n.IPAddress]),
   );
   return { published, networks };
-}
-
-/** The engine's failures leave the driver as the orchestrator's own error: nothing above it knows Docker. */
-function withOrchestratorErrors(driver: SandboxDriver): SandboxDriver {
-  const wrapped: Record<string, unknown> = {};
-  for (const [name, call] of Object.entries(driver) as [string, (...args: unknown[]) => Promise<unknown>][]) {
-    wrapped[name] = async (...args: unknown[]) => {
-      try {
-        return await call(...args);
-      } catch (err) {
-        if (err instanceof OrchestratorError) throw err;
-        throw new OrchestratorError(
-          "SANDBOX_BACKEND_FAILED",
-          `the container engine failed to ${name}: ${(err as Error).message}`,
-        );
-      }
-    };
-  }
-  return wrapped as SandboxDriver;
 }
 
 export function createDockerDriver(options: {
@@ -207,144 +188,147 @@ export function createDockerDriver(options: {
     }
   }
 
-  return withOrchestratorErrors({
-    create: (spec: SandboxSpec | AppContainerSpec) => ("servicePort" in spec ? createSandbox(spec) : createApp(spec)),
+  return withOrchestratorErrors<SandboxDriver>(
+    {
+      create: (spec: SandboxSpec | AppContainerSpec) => ("servicePort" in spec ? createSandbox(spec) : createApp(spec)),
 
-    async start(id: string) {
-      await docker.getContainer(id).start();
-      const info = await inspect(id);
-      if (!info) throw new Error(`container ${id} vanished after start`);
-      return info;
+      async start(id: string) {
+        await docker.getContainer(id).start();
+        const info = await inspect(id);
+        if (!info) throw new Error(`container ${id} vanished after start`);
+        return info;
+      },
+
+      async remove(id: string) {
+        const labels = await docker
+          .getContainer(id)
+          .inspect()
+          .then((raw) => raw.Config.Labels ?? {})
+          .catch(() => ({}) as Record<string, string>);
+        // Its own network, in the layouts that give one: keyed by the sandbox, or by the app's deploy.
+        const networkKey = labels[OWNER_LABELS.sandboxId] ?? labels[APP_LABELS.deployId];
+        try {
+          await docker.getContainer(id).remove({ force: true, v: true });
+        } catch (err) {
+          // 404: already gone; 409: another removal of it is under way. Either way it is going.
+          const code = statusOf(err);
+          if (code !== 404 && code !== 409) throw err;
+        }
+        await networking.release(networkKey);
+      },
+
+      inspect,
+
+      async list(installationId: string) {
+        const list = await docker.listContainers({
+          all: true,
+          filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`] },
+        });
+        // Only what this driver made, by its sandbox's or deploy's label: a container someone else gave the
+        // installation's label is no caller's to remove.
+        return list
+          .filter((c) => c.Labels[OWNER_LABELS.sandboxId] || c.Labels[APP_LABELS.deployId])
+          .map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
+      },
+
+      async diskUsage(installationId: string) {
+        // One listing measures every sandbox (the engine walks each writable layer): cheaper than one inspect each.
+        const list = await docker.listContainers({
+          size: true,
+          filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`, OWNER_LABELS.sandboxId] },
+        });
+        // The typings omit SizeRw, which the engine leaves out when nothing was written.
+        return (list as (Docker.ContainerInfo & { SizeRw?: number })[]).map((c) => ({
+          sandboxId: c.Labels[OWNER_LABELS.sandboxId]!,
+          bytes: c.SizeRw ?? 0,
+        }));
+      },
+
+      async logs(id, options) {
+        const container = docker.getContainer(id);
+        const wanted = { stdout: true, stderr: true, tail: options.tail };
+        if (!options.follow) {
+          return linesOf(demux([await container.logs({ ...wanted, follow: false })]));
+        }
+        const stream = (await container.logs({ ...wanted, follow: true })) as NodeJS.ReadableStream & Duplex;
+        options.signal.addEventListener("abort", () => stream.destroy(), { once: true });
+        return linesOf(demux(stream));
+      },
+
+      async exec(id, spec: ExecSpec): Promise<SandboxExec> {
+        // No user given: the command runs as the image's user, the one the daemon and the agent run as.
+        const execution = await docker.getContainer(id).exec({
+          Cmd: spec.cmd,
+          AttachStdin: spec.stdin,
+          AttachStdout: true,
+          AttachStderr: true,
+          Tty: spec.tty,
+          WorkingDir: spec.workingDir,
+          Env: spec.env,
+        });
+        const socket = (await execution.start({ hijack: true, stdin: spec.stdin, Tty: spec.tty })) as Duplex;
+        const resize = async (cols: number, rows: number) => {
+          await execution.resize({ w: cols, h: rows });
+        };
+        if (spec.tty && spec.cols && spec.rows) await resize(spec.cols, spec.rows).catch(() => {});
+        const source = socket as AsyncIterable<Buffer>;
+        return {
+          stdin: spec.stdin ? socket : null,
+          output: spec.tty
+            ? (async function* () {
+                for await (const data of source) yield { stream: "stdout" as const, data };
+              })()
+            : demux(source),
+          resize,
+          async exitCode() {
+            // The engine records the exit a moment after the output ends.
+            for (let i = 0; i < 100; i++) {
+              const state = await execution.inspect();
+              if (!state.Running) return state.ExitCode ?? -1;
+              await new Promise((r) => setTimeout(r, 20));
+            }
+            return -1;
+          },
+          close: () => socket.destroy(),
+        };
+      },
+
+      async environment(id) {
+        const env = (await docker.getContainer(id).inspect()).Config.Env ?? [];
+        return Object.fromEntries(env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
+      },
+
+      async imageExists(tag: string) {
+        try {
+          await docker.getImage(tag).inspect();
+          return true;
+        } catch {
+          return false;
+        }
+      },
+
+      async buildImage(build: ImageBuild, onStep?: (step: string) => void) {
+        // Read from now on, before the fences' network is looked up: a child process's output (git archive) that is
+        // not being read when the process exits is thrown away.
+        const context =
+          "dir" in build.context
+            ? { context: build.context.dir, src: build.context.files }
+            : build.context.pipe(new PassThrough());
+        if (!build.sandbox) return runBuild(docker, build, context, {}, onStep);
+        try {
+          return await runBuild(docker, build, context, await fencesFor(build.sandbox), onStep);
+        } catch (err) {
+          // The attached layout made the sandbox's own network for this build, for the sandbox to join next under the
+          // same id: no sandbox follows a failed build to use or remove it.
+          await networking.release(build.sandbox.owner.sandboxId).catch(() => {});
+          throw err;
+        }
+      },
+
+      networks: (installationId: string) => networking.sharedNetworks(installationId),
+      limitHost: (access) => networking.limitHost(access),
+      unlimitHost: (access) => networking.unlimitHost(access),
     },
-
-    async remove(id: string) {
-      const labels = await docker
-        .getContainer(id)
-        .inspect()
-        .then((raw) => raw.Config.Labels ?? {})
-        .catch(() => ({}) as Record<string, string>);
-      // Its own network, in the layouts that give one: keyed by the sandbox, or by the app's deploy.
-      const networkKey = labels[OWNER_LABELS.sandboxId] ?? labels[APP_LABELS.deployId];
-      try {
-        await docker.getContainer(id).remove({ force: true, v: true });
-      } catch (err) {
-        // 404: already gone; 409: another removal of it is under way. Either way it is going.
-        const code = statusOf(err);
-        if (code !== 404 && code !== 409) throw err;
-      }
-      await networking.release(networkKey);
-    },
-
-    inspect,
-
-    async list(installationId: string) {
-      const list = await docker.listContainers({
-        all: true,
-        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`] },
-      });
-      // Only what this driver made, by its sandbox's or deploy's label: a container someone else gave the
-      // installation's label is no caller's to remove.
-      return list
-        .filter((c) => c.Labels[OWNER_LABELS.sandboxId] || c.Labels[APP_LABELS.deployId])
-        .map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
-    },
-
-    async diskUsage(installationId: string) {
-      // One listing measures every sandbox (the engine walks each writable layer): cheaper than one inspect each.
-      const list = await docker.listContainers({
-        size: true,
-        filters: { label: [`${OWNER_LABELS.installationId}=${installationId}`, OWNER_LABELS.sandboxId] },
-      });
-      // The typings omit SizeRw, which the engine leaves out when nothing was written.
-      return (list as (Docker.ContainerInfo & { SizeRw?: number })[]).map((c) => ({
-        sandboxId: c.Labels[OWNER_LABELS.sandboxId]!,
-        bytes: c.SizeRw ?? 0,
-      }));
-    },
-
-    async logs(id, options) {
-      const container = docker.getContainer(id);
-      const wanted = { stdout: true, stderr: true, tail: options.tail };
-      if (!options.follow) {
-        return linesOf(demux([await container.logs({ ...wanted, follow: false })]));
-      }
-      const stream = (await container.logs({ ...wanted, follow: true })) as NodeJS.ReadableStream & Duplex;
-      options.signal.addEventListener("abort", () => stream.destroy(), { once: true });
-      return linesOf(demux(stream));
-    },
-
-    async exec(id, spec: ExecSpec): Promise<SandboxExec> {
-      // No user given: the command runs as the image's user, the one the daemon and the agent run as.
-      const execution = await docker.getContainer(id).exec({
-        Cmd: spec.cmd,
-        AttachStdin: spec.stdin,
-        AttachStdout: true,
-        AttachStderr: true,
-        Tty: spec.tty,
-        WorkingDir: spec.workingDir,
-        Env: spec.env,
-      });
-      const socket = (await execution.start({ hijack: true, stdin: spec.stdin, Tty: spec.tty })) as Duplex;
-      const resize = async (cols: number, rows: number) => {
-        await execution.resize({ w: cols, h: rows });
-      };
-      if (spec.tty && spec.cols && spec.rows) await resize(spec.cols, spec.rows).catch(() => {});
-      const source = socket as AsyncIterable<Buffer>;
-      return {
-        stdin: spec.stdin ? socket : null,
-        output: spec.tty
-          ? (async function* () {
-              for await (const data of source) yield { stream: "stdout" as const, data };
-            })()
-          : demux(source),
-        resize,
-        async exitCode() {
-          // The engine records the exit a moment after the output ends.
-          for (let i = 0; i < 100; i++) {
-            const state = await execution.inspect();
-            if (!state.Running) return state.ExitCode ?? -1;
-            await new Promise((r) => setTimeout(r, 20));
-          }
-          return -1;
-        },
-        close: () => socket.destroy(),
-      };
-    },
-
-    async environment(id) {
-      const env = (await docker.getContainer(id).inspect()).Config.Env ?? [];
-      return Object.fromEntries(env.map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]));
-    },
-
-    async imageExists(tag: string) {
-      try {
-        await docker.getImage(tag).inspect();
-        return true;
-      } catch {
-        return false;
-      }
-    },
-
-    async buildImage(build: ImageBuild, onStep?: (step: string) => void) {
-      // Read from now on, before the fences' network is looked up: a child process's output (git archive) that is
-      // not being read when the process exits is thrown away.
-      const context =
-        "dir" in build.context
-          ? { context: build.context.dir, src: build.context.files }
-          : build.context.pipe(new PassThrough());
-      if (!build.sandbox) return runBuild(docker, build, context, {}, onStep);
-      try {
-        return await runBuild(docker, build, context, await fencesFor(build.sandbox), onStep);
-      } catch (err) {
-        // The attached layout made the sandbox's own network for this build, for the sandbox to join next under the
-        // same id: no sandbox follows a failed build to use or remove it.
-        await networking.release(build.sandbox.owner.sandboxId).catch(() => {});
-        throw err;
-      }
-    },
-
-    networks: (installationId: string) => networking.sharedNetworks(installationId),
-    limitHost: (access) => networking.limitHost(access),
-    unlimitHost: (access) => networking.unlimitHost(access),
-  });
+    "the container engine",
+  );
 }

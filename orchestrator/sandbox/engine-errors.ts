@@ -2,7 +2,7 @@ import { OrchestratorError } from "../errors.ts";
 
 /**
  * Every verb of a driver rejects with the orchestrator's own error: nothing above a driver knows the engine's error
- * types. (The Docker driver keeps its own copy of this wrapper; `engine` names the backend in the message.)
+ * types; `engine` names the backend in the message.
  */
 export function withOrchestratorErrors<T extends object>(driver: T, engine: string): T {
   const wrapped: Record<string, unknown> = {};

@@ -6,6 +6,7 @@ import { join, resolve } from "node:path";
 import { packageRoot } from "../../../protocol/package-root.ts";
 import { CliError } from "../../errors.ts";
 import { dockerGet } from "./docker-engine.ts";
+import { runToEnd } from "./run-to-end.ts";
 import type { SelfHostPaths } from "./state.ts";
 
 /** The stack's services, in the order they start. */
@@ -55,25 +56,10 @@ export function compose(
   rest: string[],
   onLine?: (line: string) => void,
 ): Promise<{ code: number; output: string }> {
-  return new Promise((done, fail) => {
-    const child = spawn(composeCommand()[0]!, args(run, rest), {
-      env: run.env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    const chunks: string[] = [];
-    let partial = "";
-    const take = (data: Buffer) => {
-      const text = data.toString("utf8");
-      chunks.push(text);
-      if (!onLine) return;
-      const lines = (partial + text).split(/\r?\n|\r/);
-      partial = lines.pop() ?? "";
-      for (const line of lines) onLine(line);
-    };
-    child.stdout.on("data", take);
-    child.stderr.on("data", take);
-    child.on("error", fail);
-    child.on("close", (code) => done({ code: code ?? 1, output: chunks.join("") }));
+  return runToEnd(composeCommand()[0]!, args(run, rest), {
+    env: run.env,
+    onLine,
+    missing: "compose mode needs docker compose (or docker-compose): run scripts/setup.sh",
   });
 }
 

@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
 import { z } from "zod";
 import { CliError } from "../../errors.ts";
 import { COMPOSE_SERVICES, type ComposeService, composeProject } from "./compose.ts";
 import { dockerCall } from "./docker-engine.ts";
 import { sleep } from "./health.ts";
+import { runToEnd } from "./run-to-end.ts";
 import type { SelfHostPaths } from "./state.ts";
 
 /** The label `docker stack deploy` puts on a stack's services, networks and volumes. */
@@ -168,26 +168,5 @@ export function dockerCli(
   env: Record<string, string | undefined> = process.env,
   onLine?: (line: string) => void,
 ): Promise<{ code: number; output: string }> {
-  return new Promise((done, fail) => {
-    const child = spawn("docker", args, { env, stdio: ["ignore", "pipe", "pipe"] });
-    const chunks: string[] = [];
-    let partial = "";
-    const take = (data: Buffer) => {
-      const text = data.toString("utf8");
-      chunks.push(text);
-      if (!onLine) return;
-      const lines = (partial + text).split(/\r?\n/);
-      partial = lines.pop() ?? "";
-      for (const line of lines) onLine(line);
-    };
-    child.stdout.on("data", take);
-    child.stderr.on("data", take);
-    child.on("error", (err) =>
-      fail((err as NodeJS.ErrnoException).code === "ENOENT" ? new CliError("swarm mode needs the docker CLI") : err),
-    );
-    child.on("close", (code) => {
-      if (onLine && partial) onLine(partial);
-      done({ code: code ?? 1, output: chunks.join("") });
-    });
-  });
+  return runToEnd("docker", args, { env, onLine, missing: "swarm mode needs the docker CLI" });
 }
