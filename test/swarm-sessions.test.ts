@@ -1,14 +1,11 @@
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
-import { joinCluster } from "../orchestrator/cluster.ts";
 import { createSwarmDriver } from "../orchestrator/sandbox/swarm-driver.ts";
-import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { cliHome, freePort, svc } from "./support/cli.ts";
-import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { orchestratorFor } from "./support/docker.ts";
-import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { call, type seedUser, type TestApi } from "./support/api-server.ts";
+import { cliHome, svc } from "./support/cli.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
+import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 import { useSwarm } from "./support/swarm.ts";
 import { waitFor } from "./support/wait.ts";
@@ -32,16 +29,14 @@ async function daemonAnswersAt(address: string): Promise<boolean> {
 
 describe("sessions on Docker Swarm: each sandbox a service of one task, reached only over its daemon's dial-out link", () => {
   let docker: Docker;
-  let db: TestDatabase;
+  let sandboxed: SandboxedProject;
   let api: TestApi;
   let llm: Awaited<ReturnType<typeof startScriptedLlm>>;
   let user: Awaited<ReturnType<typeof seedUser>>;
   let project: { id: string; repo_url: string };
-  let stopBackground = () => {};
   let sessionId = "";
 
-  const sessions = (suffix = "", method = "GET", body?: unknown) =>
-    call(api.url, method, `/v1/projects/${project.id}/sessions${suffix}`, { token: user.token, body });
+  const sessions = (suffix = "", method = "GET", body?: unknown) => sandboxed.sessions(suffix, method, body);
   const status = async (id: string) => (await sessions(`/${id}`)).body.status as string;
   const serviceOf = async (id: string) => docker.listServices({ filters: { label: [`dev.svc.session=${id}`] } });
 
@@ -77,18 +72,11 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
         ],
       },
     ]);
-    db = await freshDatabase("pglite");
-    const port = await freePort();
-    const orchestrator = orchestratorFor(port, {
-      sessionCap: 1,
-      sandboxLink: "dial-out",
-      llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" },
-    });
-    api = await startApi(db.sql, {
-      host: "0.0.0.0",
-      port,
-      orchestrator: {
-        ...orchestrator,
+    sandboxed = await startSandboxedProject(
+      "Swarmed",
+      { sessionCap: 1, sandboxLink: "dial-out", llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" } },
+      {
+        background: true,
         // Everything the API asks of a sandbox goes over its link: the engine's exec is never the way in.
         driver: {
           ...createSwarmDriver({ docker, servicePort: 8000, settings: {} }),
@@ -97,23 +85,13 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
           },
         },
       },
-    });
+    );
+    ({ api, user, project } = sandboxed);
     swarm.cleanUp(`dev.svc.installation=${api.services.installationId}`);
-    stopBackground = api.services.startBackgroundWork({
-      cluster: await joinCluster(db.sql, { instanceId: api.services.instanceId }),
-      idleMs: 3_600_000,
-    });
-    user = await seedUser(api.services);
-    project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Swarmed" } })).body;
-    const repo = await workRepo(authedUrl(project.repo_url, user.token));
-    await repo.commit("initial", { "README.md": "hi\n" });
-    expect((await repo.push("main")).code).toBe(0);
   }, 300_000);
 
   afterAll(async () => {
-    stopBackground();
-    await api?.close();
-    await db?.drop();
+    await sandboxed?.close();
     llm?.close();
   });
 

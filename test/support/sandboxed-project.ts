@@ -2,6 +2,7 @@ import type Docker from "dockerode";
 import { expect } from "vitest";
 import type { SandboxSettings } from "../../api/app.ts";
 import { joinCluster } from "../../orchestrator/cluster.ts";
+import type { SandboxDriver } from "../../orchestrator/sandbox/driver.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
 import { type CliEnv, cliHome, freePort } from "./cli.ts";
 import { freshDatabase, type TestDatabase } from "./databases.ts";
@@ -31,13 +32,16 @@ export async function startSandboxedProject(
   stack: Pick<NonNullable<Parameters<typeof startApi>[1]>, "slack" | "apps"> & {
     /** The background work a server runs (api/main.ts): reconciler, idle sweep, transcript recorder, triggers. */
     background?: boolean;
+    /** Another sandbox driver than the Docker one (the Swarm driver). */
+    driver?: SandboxDriver;
   } = {},
 ): Promise<SandboxedProject> {
-  const { background, ...app } = stack;
+  const { background, driver, ...app } = stack;
   const docker = await requireDocker();
   const db = await freshDatabase("pglite");
   const port = await freePort();
-  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port, settings), ...app });
+  const orchestrator = { ...orchestratorFor(port, settings), ...(driver && { driver }) };
+  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator, ...app });
   const stopBackground = background
     ? api.services.startBackgroundWork({
         cluster: await joinCluster(db.sql, { instanceId: api.services.instanceId }),
