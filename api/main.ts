@@ -8,6 +8,7 @@ import { bootstrapAdmin } from "./accounts/bootstrap.ts";
 import { buildApp } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { migrate } from "./db/migrate.ts";
+import { ensureInstallation, shippedTemplateFor } from "./db/pglite-template.ts";
 import { openSql } from "./db/sql.ts";
 import { cutMissingSessionBranches } from "./git/session-branches.ts";
 import { createSandboxListener } from "./http/sandbox-listener.ts";
@@ -19,8 +20,10 @@ const MERGE_REPAIR_MS = 30_000;
 // Files the API creates (PGlite's, git's objects and refs) are its owner's alone, whatever umask it was started with.
 process.umask(0o077);
 const config = loadConfig();
-const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir });
+const pgliteData = config.databaseUrl ? undefined : shippedTemplateFor(config.pgliteDir);
+const sql = await openSql({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir, pgliteData });
 await migrate(sql);
+await ensureInstallation(sql);
 const o = config.orchestrator;
 // Sandbox networks the driver finds or makes; the API listens on them unless it listens everywhere (below).
 let onSandboxNetwork: (network: SandboxNetwork) => Promise<void> = async () => {};
@@ -71,6 +74,7 @@ const { app, services } = await buildApp({
 });
 if (config.bootstrapTokenHash) await bootstrapAdmin(services, config.bootstrapTokenHash);
 const log = (msg: string, extra?: Record<string, unknown>) => app.log.warn(extra ?? {}, msg);
+if (pgliteData) app.log.info({ dir: config.pgliteDir }, "a new embedded database, copied from the bundle's template");
 if (!backend) log("no Docker engine answered (or SVC_ORCHESTRATOR=off): sessions are unavailable");
 const sandboxListener = createSandboxListener(
   app.server,

@@ -12,3 +12,9 @@ export function packageRoot(from = fileURLToPath(import.meta.url)): string {
   }
   return dir;
 }
+
+/**
+ * The bundle's migrated, empty embedded database, copied into a new data directory in place of initdb (written by
+ * scripts/build.mjs, read by api/db/pglite-template.ts); no image takes it.
+ */
+export const PGLITE_TEMPLATE_FILE = "pglite-template.tar.gz";

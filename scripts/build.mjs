@@ -1,5 +1,5 @@
 // Bundles the programs into dist/ (fast start-up; dependencies stay in node_modules) and copies the SQL migrations.
-import { cpSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { cpSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { build } from "esbuild";
 
 const root = new URL("../", import.meta.url);
@@ -41,6 +41,24 @@ await build({
   },
 });
 cpSync(new URL("api/db/migrations/", root), new URL(`${out}/migrations/`, root), { recursive: true });
+// A new embedded database starts as a copy of a migrated, empty one (api/db/pglite-template.ts): made here, by the
+// same PGlite and migrations the bundle runs, with the code that makes it bundled beside the migrations for a moment.
+await build({
+  absWorkingDir: root.pathname,
+  entryPoints: { "pglite-template-maker": "api/db/pglite-template.ts" },
+  outdir: out,
+  outExtension: { ".js": ".mjs" },
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  packages: "external",
+  logLevel: "warning",
+});
+const maker = new URL(`${out}/pglite-template-maker.mjs`, root);
+const { makePgliteTemplate, PGLITE_TEMPLATE_FILE } = await import(maker.href);
+writeFileSync(new URL(`${out}/${PGLITE_TEMPLATE_FILE}`, root), await makePgliteTemplate("gzip"));
+rmSync(maker);
 // The dashboard's browser scripts, served as they are: beside the bundle as beside their module.
 cpSync(new URL("api/dashboard/assets/", root), new URL(`${out}/assets/`, root), { recursive: true });
 // The install script template the API serves (api/install/routes.ts), beside the bundle as beside its module.

@@ -1,9 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_EMAIL } from "../api/accounts/bootstrap.ts";
 import { recordQueueMerge } from "../api/audit/queue-merges.ts";
@@ -14,52 +12,11 @@ import { csrfToken } from "../api/dashboard/browser-sessions.ts";
 import type { AuditEvent } from "../protocol/audit.ts";
 import type { ChangeRequestRecord } from "../protocol/change-request.ts";
 import { hashSecret, newSecret } from "../protocol/credential.ts";
+import { type ApiProcess, startApiProcess } from "./support/api-process.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { cliHome, freePort, svc, svcTty } from "./support/cli.ts";
+import { cliHome, svc, svcTty } from "./support/cli.ts";
 import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
-
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-
-/** The API process as `svc self-host start` runs it (the bundle), its log at trace level kept line by line. */
-async function startApiProcess(env: Record<string, string>) {
-  const port = await freePort();
-  const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !k.startsWith("SVC_") && k !== "DATABASE_URL"),
-  );
-  const child: ChildProcess = spawn(process.execPath, ["dist/api.mjs"], {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...inherited, SVC_PORT: String(port), SVC_ORCHESTRATOR: "off", SVC_LOG_LEVEL: "trace", ...env },
-  });
-  const log: string[] = [];
-  child.stdout!.on("data", (chunk: Buffer) => log.push(chunk.toString()));
-  child.stderr!.on("data", (chunk: Buffer) => log.push(chunk.toString()));
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the API exited: ${log.join("")}`);
-    if (
-      await fetch(`${url}/v1/health`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
-    if (Date.now() > deadline) throw new Error("the API did not become healthy");
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    log: () => log.join(""),
-    async stop() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
-    },
-  };
-}
 
 /** What a person reads of an entry: act, actor, resource and the names it keeps. */
 const brief = (e: AuditEvent) => ({
@@ -72,7 +29,7 @@ const brief = (e: AuditEvent) => ({
 
 describe.each(DATABASE_KINDS)("the audit log: who did what and when, never a value (%s)", (kind) => {
   let db: TestDatabase | undefined;
-  let api: Awaited<ReturnType<typeof startApiProcess>>;
+  let api: ApiProcess;
   let home: string;
   const adminToken = newSecret("svc_pat_");
   /** A secret's value and a minted token: neither may appear in the log, the audit log or its answers. */
@@ -99,6 +56,7 @@ describe.each(DATABASE_KINDS)("the audit log: who did what and when, never a val
     db = kind === "postgres" ? await freshDatabase("postgres", { migrated: false }) : undefined;
     api = await startApiProcess({
       SVC_HOME: home,
+      SVC_LOG_LEVEL: "trace",
       SVC_BOOTSTRAP_TOKEN_HASH: hashSecret(adminToken),
       SVC_SECRETS_KEY: randomBytes(32).toString("base64"),
       ...(db?.url ? { DATABASE_URL: db.url } : {}),

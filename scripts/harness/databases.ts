@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { loadMigrations, migrate } from "../../api/db/migrate.ts";
+import { ensureInstallation, makePgliteTemplate } from "../../api/db/pglite-template.ts";
 import { openSql, type Sql } from "../../api/db/sql.ts";
 
 export type DatabaseKind = "pglite" | "postgres";
@@ -21,8 +22,7 @@ export async function freshDatabase(kind: DatabaseKind, options: { migrated?: bo
   const migrated = options.migrated !== false;
   if (kind === "pglite") {
     const sql = await openSql({ pgliteDir: "memory://", pgliteData: migrated ? await migratedPglite() : undefined });
-    // Each copy of the template is an installation of its own, as a new database is: tests share a Docker engine.
-    if (migrated) await sql.query("update installation set id = gen_random_uuid()");
+    if (migrated) await ensureInstallation(sql);
     return { sql, drop: () => sql.close() };
   }
   const name = `svc_test_${randomBytes(6).toString("hex")}`;
@@ -57,16 +57,19 @@ export async function freshDatabase(kind: DatabaseKind, options: { migrated?: bo
 async function migratedPglite(): Promise<Blob> {
   const migrations = loadMigrations();
   const pgliteVersion = readFileSync(new URL("../../node_modules/@electric-sql/pglite/package.json", import.meta.url));
-  const key = createHash("sha256").update(pgliteVersion).update(JSON.stringify(migrations)).digest("hex").slice(0, 16);
+  // The template's form is part of the key: since copies make their installation row, the templates hold none.
+  const key = createHash("sha256")
+    .update(pgliteVersion)
+    .update(JSON.stringify(migrations))
+    .update("no installation row")
+    .digest("hex")
+    .slice(0, 16);
   const dir = join(tmpdir(), "svc-test-pglite");
   const file = join(dir, `${key}.tar`);
   try {
     return new Blob([readFileSync(file)]);
   } catch {
-    const sql = await openSql({ pgliteDir: "memory://" });
-    await migrate(sql, migrations);
-    const data = Buffer.from(await (await sql.dumpDataDir!("none")).arrayBuffer());
-    await sql.close();
+    const data = await makePgliteTemplate("none", migrations);
     // Written aside and renamed: a process reading at the same time sees the whole file or none.
     mkdirSync(dir, { recursive: true });
     const partial = `${file}.${process.pid}`;

@@ -60,6 +60,7 @@ export const API_TIER = [
   "test/model-stall.test.ts", // the daemon with the real opencode as local processes, a stalling gateway on loopback
   "test/plans.test.ts", // a driver that starts no sandbox: started sessions hold their slot
   "test/people.test.ts",
+  "test/pglite-template.test.ts", // the API process from dist/ in new homes, on its embedded PGlite
   "test/people-cli.test.ts", // the API as a process (its whole log read), the real CLI, a pseudo-terminal
   "test/secrets.test.ts",
   "test/security/bad-input.test.ts",

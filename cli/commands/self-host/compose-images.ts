@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { packageRoot } from "../../../protocol/package-root.ts";
+import { PGLITE_TEMPLATE_FILE, packageRoot } from "../../../protocol/package-root.ts";
 import { LOCAL_BASE_IMAGE } from "../../../protocol/stack-settings.ts";
 import { CliError } from "../../errors.ts";
 import { type ComposeRun, compose } from "./compose.ts";
@@ -23,9 +23,10 @@ async function inspectImage(name: string): Promise<ImageInfo | undefined> {
 
 const imageId = async (name: string) => (await inspectImage(name))?.Id;
 
+/** The files an image takes from `dir`: what .dockerignore leaves out (source maps, the PGlite template) counts not. */
 function filesUnder(dir: string): string[] {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && !e.name.endsWith(".map"))
+    .filter((e) => e.isFile() && !e.name.endsWith(".map") && e.name !== PGLITE_TEMPLATE_FILE)
     .map((e) => join(e.parentPath, e.name))
     .sort();
 }
