@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import HeaviestFirst from "./test/support/heaviest-first.ts";
 import { tierFiles } from "./test/support/tiers.ts";
 
 // The tiers, file by file (test/support/tiers.ts): a test file in no tier fails here, before anything runs.
@@ -28,9 +29,11 @@ const tier = (name: string, include: string[], globalSetup: string[] = [], group
   test: { name, include, globalSetup, maxWorkers: workers(), sequence: { groupOrder }, isolate: name !== "unit" },
 });
 
-// The Docker tier's Swarm files run after every other file: a swarm made, joined by a second engine and left on the
-// machine's engine cut the published ports of compose-mode stacks running at that moment (seen in whole runs, never
-// with either alone). They are still the Docker tier's (`npm run test:docker` runs both).
+// Two groups, one after the other: the Docker tier (with the unit tier) first, then the api tier with the Docker tier's
+// Swarm files. A swarm made, joined by a second engine and left on the machine's engine cut the published ports of
+// compose-mode stacks running at that moment (seen in whole runs, never with either alone), so no Swarm file runs
+// beside the compose-mode one; the api tier, on loopback only, keeps the second group's two workers busy. The Swarm
+// files are still the Docker tier's (`npm run test:docker` runs both).
 const SWARM = /(^|\/)(swarm-[\w-]+|self-host-swarm)\.test\.ts$/;
 const swarmFiles = tiers.docker.filter((f) => SWARM.test(f));
 const dockerFiles = tiers.docker.filter((f) => !SWARM.test(f));
@@ -41,10 +44,11 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ["default", "./test/support/tier-times.ts"],
+    sequence: { sequencer: HeaviestFirst },
     projects: [
       tier("unit", tiers.unit),
-      tier("api", tiers.api, [BUILD]),
       tier("docker", dockerFiles, [BUILD]),
+      tier("api", tiers.api, [BUILD], 1),
       tier("docker-swarm", swarmFiles, [BUILD], 1),
     ],
   },

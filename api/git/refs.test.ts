@@ -47,6 +47,16 @@ function age(dir: string): void {
 }
 
 describe("the branch tips cache", () => {
+  it("answers a fresh read (TTL 0) with a branch another replica pushed a moment ago, which a cached read misses", async () => {
+    const repo = bareRepo();
+    const cache = createTipsCache({ ttlMs: 60_000 });
+    expect((await cache.get(repo.dir)).has("ship/new")).toBe(false);
+    // Another process writes the ref: this cache's invalidate is never called.
+    repo.git("update-ref", "refs/heads/ship/new", repo.two);
+    expect((await cache.get(repo.dir)).has("ship/new")).toBe(false);
+    expect((await cache.get(repo.dir, 0)).get("ship/new")).toBe(repo.two);
+  });
+
   it("serves unchanged refs past the TTL without running git", async () => {
     const repo = bareRepo();
     const cache = createTipsCache({ ttlMs: TTL_MS });

@@ -28,10 +28,11 @@ export function createTipsCache(options: { ttlMs: number }) {
   type Entry = { at: number; readAt: number; tips: Promise<BranchTips>; stamp: Promise<RefsStamp | undefined> };
   const entries = new Map<string, Entry>();
   return {
-    get(dir: string): Promise<BranchTips> {
+    /** `ttlMs` 0: no answer read before this call (the refs' stamp still spares the git process when none moved). */
+    get(dir: string, ttlMs = options.ttlMs): Promise<BranchTips> {
       const hit = entries.get(dir);
       const now = Date.now();
-      if (hit && now - hit.at < options.ttlMs) return hit.tips;
+      if (hit && now - hit.at < ttlMs) return hit.tips;
       const stamp = stampRefs(dir);
       const reuse = hit && now - hit.readAt < RECHECK_MS ? hit : undefined;
       const entry = { at: now, readAt: now, stamp } as Entry;

@@ -188,10 +188,13 @@ export function createRepositories(options: RepositoriesOptions) {
       rmSync(managedDir(projectId), { recursive: true, force: true });
     },
 
-    /** Branch tips, or undefined when the repository cannot be reached (callers then serve stored data). */
+    /**
+     * Branch tips, or undefined when the repository cannot be reached (callers then serve stored data). `maxAgeMs` 0:
+     * as they are now, a push another replica took a moment ago included (an external mirror fetched first).
+     */
     async tips(p: RepoRef, maxAgeMs?: number): Promise<BranchTips | undefined> {
       try {
-        return await tipsCache.get(await open(p, maxAgeMs));
+        return await tipsCache.get(await open(p, maxAgeMs), maxAgeMs === 0 ? 0 : undefined);
       } catch {
         return undefined;
       }
