@@ -4,6 +4,7 @@ import { git } from "../api/git/run.ts";
 import { createSwarmDriver } from "../orchestrator/sandbox/swarm-driver.ts";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
+import { execIn } from "./support/docker.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
@@ -74,7 +75,12 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
     ]);
     sandboxed = await startSandboxedProject(
       "Swarmed",
-      { sessionCap: 1, sandboxLink: "dial-out", llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" } },
+      {
+        sessionCap: 1,
+        poolSize: 1,
+        sandboxLink: "dial-out",
+        llm: { baseUrl: llm.url, apiKey: "test-key", model: "scripted" },
+      },
       {
         background: true,
         // Everything the API asks of a sandbox goes over its link: the engine's exec is never the way in.
@@ -163,8 +169,30 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
     }
   }, 120_000);
 
-  it("a task killed under a session fails it within seconds and frees its slot for the next", async () => {
-    // The cap is one session: the running one holds it.
+  it("a task killed under a session fails it within seconds and frees its slot for the next, which claims the warm pool's service", async () => {
+    // The first session filled the project's pool: a service made and warmed before anyone asked for it.
+    const pooled = await waitFor(
+      "a ready pooled service",
+      async () => {
+        const [member] = await docker.listServices({
+          filters: { label: [`dev.svc.project=${project.id}`, "dev.svc.pool"] },
+        });
+        const [container] = member
+          ? await docker.listContainers({ filters: { label: [`com.docker.swarm.service.id=${member.ID}`] } })
+          : [];
+        // Its daemon's own word, asked inside the task (it listens on the task's loopback only).
+        const health = container
+          ? await execIn(docker, container.Id, [
+              "/opt/svc/bin/node",
+              "-e",
+              "fetch('http://127.0.0.1:8000/svc/health').then((r) => r.json()).then((h) => console.log(h.pool))",
+            ])
+          : undefined;
+        return health?.out.trim() === "ready" && member;
+      },
+      { timeoutMs: 180_000 },
+    );
+    // The cap is one session: the running one holds it (a pooled sandbox is no session).
     expect((await sessions("", "POST", {})).status).toBe(429);
     const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
     const killedAt = Date.now();
@@ -175,11 +203,17 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
     expect(failedAfterMs).toBeLessThan(15_000);
     await waitFor("its service removed", async () => (await serviceOf(sessionId)).length === 0, { timeoutMs: 20_000 });
 
+    const asked = Date.now();
     const next = await sessions("", "POST", {});
     expect(next.status, JSON.stringify(next.body)).toBe(201);
     await waitFor("the next session running", async () => (await status(next.body.session_id)) === "running", {
       timeoutMs: 180_000,
     });
-    expect(await serviceOf(next.body.session_id)).toHaveLength(1);
+    const runningAfterMs = Date.now() - asked;
+    // It runs on the pooled service, under the id that service was made for: no new service was made for it.
+    expect(next.body.session_id).toBe(pooled.Spec?.Labels?.["dev.svc.session"]);
+    const [service] = await serviceOf(next.body.session_id);
+    expect(service?.ID).toBe(pooled.ID);
+    expect(runningAfterMs).toBeLessThan(10_000);
   }, 300_000);
 });
