@@ -249,13 +249,6 @@ describe("the swarm sandbox driver on a one-node swarm", () => {
     await driver.remove(id); // gone already: nothing to do
   });
 
-  it("refuses proxied egress, which an overlay network cannot give, and leaves nothing behind", async () => {
-    const err = await driver.create(sandboxSpec(IMAGE, { egress: "proxy" })).catch((e) => e);
-    expect(err).toBeInstanceOf(OrchestratorError);
-    expect(err.message).toMatch(/egress through the API's proxy is not available on the swarm sandbox driver/);
-    expect((await swarm.docker().listNetworks({ filters: { label: [INSTALLATION_LABEL] } })).length).toBe(0);
-  });
-
   it("rejects start with the task's own error when the task fails", async () => {
     const missing = await driver.create(sandboxSpec(`svc-swarm-test-missing:${suffix}`));
     const err = await driver.start(missing).catch((e) => e);

@@ -1,3 +1,5 @@
+import { createServer as createHttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
@@ -5,6 +7,7 @@ import { createSwarmDriver } from "../orchestrator/sandbox/swarm-driver.ts";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
 import { execIn } from "./support/docker.ts";
+import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
@@ -36,6 +39,7 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
   let user: Awaited<ReturnType<typeof seedUser>>;
   let project: { id: string; repo_url: string };
   let sessionId = "";
+  let nextId = "";
 
   const sessions = (suffix = "", method = "GET", body?: unknown) => sandboxed.sessions(suffix, method, body);
   const status = async (id: string) => (await sessions(`/${id}`)).body.status as string;
@@ -205,6 +209,7 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
 
     const asked = Date.now();
     const next = await sessions("", "POST", {});
+    nextId = next.body.session_id;
     expect(next.status, JSON.stringify(next.body)).toBe(201);
     await waitFor("the next session running", async () => (await status(next.body.session_id)) === "running", {
       timeoutMs: 180_000,
@@ -215,5 +220,75 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
     const [service] = await serviceOf(next.body.session_id);
     expect(service?.ID).toBe(pooled.ID);
     expect(runningAfterMs).toBeLessThan(10_000);
+  }, 300_000);
+  it("a project with a [sandbox] egress list runs behind an internal network: its link and the proxy's listed host only", async () => {
+    // The cap is one: the previous test's session gives its slot up.
+    expect((await sessions(`/${nextId}`, "DELETE")).status).toBe(204);
+    const hits: string[] = [];
+    const answer = (name: string) =>
+      createHttpServer((req, res) => {
+        hits.push(`${name} ${req.url}`);
+        res.end(`${name} answers\n`);
+      });
+    const [allowed, refused] = [answer("allowed"), answer("refused")];
+    const ports = await Promise.all(
+      [allowed, refused].map(
+        (server) =>
+          new Promise<number>((r) => server.listen(0, "127.0.0.1", () => r((server.address() as AddressInfo).port))),
+      ),
+    );
+    try {
+      const fenced = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Fenced" } }))
+        .body;
+      const repo = await workRepo(authedUrl(fenced.repo_url, user.token));
+      await repo.commit("egress list", { "svc.toml": `[sandbox]\negress = ["allowed.localhost:${ports[0]}"]\n` });
+      expect((await repo.push("main")).code).toBe(0);
+      const created = await call(api.url, "POST", `/v1/projects/${fenced.id}/sessions`, {
+        token: user.token,
+        body: {},
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const id = created.body.session_id;
+      const state = async () =>
+        (await call(api.url, "GET", `/v1/projects/${fenced.id}/sessions/${id}`, { token: user.token })).body;
+      // Running means its daemon dialled the API: through the relay, the only way off its network.
+      await waitFor("the fenced session running", async () => (await state()).status === "running", {
+        timeoutMs: 180_000,
+      });
+      const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${id}`] } });
+      const networks = Object.keys(container!.NetworkSettings.Networks);
+      expect(networks).toHaveLength(1);
+      expect((await docker.getNetwork(networks[0]!).inspect()).Internal).toBe(true);
+      const sh = async (command: string) => (await execIn(docker, container!.Id, ["bash", "-c", command])).out;
+
+      expect(await sh(`curl -sS -m 10 --noproxy '' http://allowed.localhost:${ports[0]}/a`)).toBe("allowed answers\n");
+      expect(await sh(`curl -sS -m 10 --noproxy '' -p http://allowed.localhost:${ports[0]}/b`)).toBe(
+        "allowed answers\n",
+      );
+      const denied = await sh(
+        `curl -sS -m 10 --noproxy '' -w '\\n%{http_code}' http://refused.localhost:${ports[1]}/c`,
+      );
+      expect(denied).toContain("not in [sandbox] egress of svc.toml");
+      expect(denied.trim().split("\n").at(-1)).toBe("403");
+      expect(hits).toEqual(["allowed /a", "allowed /b"]);
+      // Around the proxy there is nothing: no other port of the host, no host address, no outside address.
+      const gateway = (await docker.getNetwork("bridge").inspect()).IPAM?.Config?.[0]?.Gateway;
+      const probes = [`host.docker.internal/${ports[1]}`, `${gateway}/${new URL(api.url).port}`, "1.1.1.1/80"];
+      const reach = await sh(
+        probes.map((t) => `(timeout 3 bash -c '</dev/tcp/${t}' 2>/dev/null && echo open || echo closed)`).join("; "),
+      );
+      expect(reach.trim().split("\n")).toEqual(["closed", "closed", "closed"]);
+
+      // Its network goes with it: the relay lets go of it first.
+      const gone = await call(api.url, "DELETE", `/v1/projects/${fenced.id}/sessions/${id}`, { token: user.token });
+      expect(gone.status).toBe(204);
+      await waitFor(
+        "its network removed",
+        async () => (await docker.listNetworks({ filters: { name: [networks[0]!] } })).length === 0,
+        { timeoutMs: 30_000 },
+      );
+    } finally {
+      for (const server of [allowed, refused]) server.close();
+    }
   }, 300_000);
 });

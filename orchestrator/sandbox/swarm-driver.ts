@@ -11,6 +11,7 @@ import { statusOf } from "./networking.ts";
 import { APP_LABELS, OWNER_LABELS } from "./owner-labels.ts";
 import { createSwarmImages } from "./swarm-images.ts";
 import { createOwnNetwork, HOST_NOT_LIMITED, nodeNetworks, releaseOwnNetwork } from "./swarm-network.ts";
+import { createSwarmRelay, hostPortsOf } from "./swarm-relay.ts";
 import { currentTask, ENDED, type SwarmService, serviceSpec, toInfo } from "./swarm-services.ts";
 import { type SwarmNode, spreadConstraints } from "./swarm-spread.ts";
 import { createSwarmTasks } from "./swarm-tasks.ts";
@@ -60,6 +61,7 @@ export function createSwarmDriver(deps: {
   const tasks = createSwarmTasks({ docker });
   const images = createSwarmImages({ docker, build: local.buildImage, registry: settings.registry });
   const announced = new Set<string>();
+  const relay = createSwarmRelay({ docker });
 
   async function announceNetworks(): Promise<void> {
     if (!deps.onNetwork) return;
@@ -101,14 +103,21 @@ export function createSwarmDriver(deps: {
     const image = await images.runnable(spec.image);
     await announceNetworks();
     const constraints = [...settings.constraints, ...(await spreading(owner.installationId))];
-    const networkId = await createOwnNetwork(docker, owner, (sandbox && spec.egress) || "open");
+    const egress = (sandbox && spec.egress) || "open";
+    const networkId = await createOwnNetwork(docker, owner, egress);
+    const leave = (network: string) => relay.leave(owner.installationId, network);
     try {
+      // Behind an internal network the host is the relay, whose address there the sandbox knows by the host's name.
+      const hostAddress =
+        egress === "proxy"
+          ? await relay.join(owner.installationId, networkId, hostPortsOf(spec.env), image)
+          : "host-gateway";
       const service = await docker.createService(
-        serviceSpec(spec, { networkId, image, constraints, spread: settings.spread }),
+        serviceSpec(spec, { networkId, image, constraints, spread: settings.spread, hostAddress }),
       );
       return service.id;
     } catch (err) {
-      await releaseOwnNetwork(docker, owner.sandboxId).catch(() => {});
+      await releaseOwnNetwork(docker, owner.sandboxId, leave).catch(() => {});
       throw err;
     }
   }
@@ -147,7 +156,14 @@ export function createSwarmDriver(deps: {
             .getContainer(here)
             .remove({ force: true })
             .catch(() => {});
-        await releaseOwnNetwork(docker, labels[OWNER_LABELS.sandboxId] ?? labels[APP_LABELS.deployId]);
+        const installationId = labels[OWNER_LABELS.installationId];
+        await releaseOwnNetwork(
+          docker,
+          labels[OWNER_LABELS.sandboxId] ?? labels[APP_LABELS.deployId],
+          async (network) => {
+            if (installationId) await relay.leave(installationId, network);
+          },
+        );
       },
 
       async inspect(id) {

@@ -1,6 +1,5 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type Docker from "dockerode";
-import { OrchestratorError } from "../errors.ts";
 import type { HostAccessState, NetworkOwner, SandboxEgress, SandboxNetwork } from "./driver.ts";
 import { NETWORK_LABEL, networksNamed, statusOf } from "./networking.ts";
 import { OWNER_LABELS } from "./owner-labels.ts";
@@ -23,15 +22,11 @@ export const GWBRIDGE = "docker_gwbridge";
 /** How long a network outlives its service: Swarm refuses to remove it until the task's container is gone. */
 const RELEASE_TIMEOUT_MS = 20_000;
 
-/** The sandbox's own overlay network, made for it (a copy left by a failed create is reused). */
+/**
+ * The sandbox's own overlay network, made for it (a copy left by a failed create is reused). `proxy` egress: an
+ * internal one, with no way out at all but the installation's relay (swarm-relay.ts), which the driver joins to it.
+ */
 export async function createOwnNetwork(docker: Docker, owner: NetworkOwner, egress: SandboxEgress): Promise<string> {
-  // An internal overlay network has no gateway at all (no docker_gwbridge): nothing would carry the daemon to the
-  // API nor a proxied request to its proxy, so a sandbox there could never start. Refuse it plainly.
-  if (egress === "proxy")
-    throw new OrchestratorError(
-      "SANDBOX_BACKEND_FAILED",
-      "egress through the API's proxy is not available on the swarm sandbox driver (an internal overlay network has no way to the API): use the docker driver for this project, or open egress",
-    );
   const name = networkName(owner.sandboxId);
   const existing = (await networksNamed(docker, name))[0];
   if (existing) return existing;
@@ -39,6 +34,7 @@ export async function createOwnNetwork(docker: Docker, owner: NetworkOwner, egre
     Name: name,
     Driver: "overlay",
     Attachable: true,
+    Internal: egress === "proxy",
     CheckDuplicate: true,
     Labels: {
       [NETWORK_LABEL]: "swarm-sandbox",
@@ -54,9 +50,15 @@ export async function createOwnNetwork(docker: Docker, owner: NetworkOwner, egre
  * engine lists it until its task's container here has let go of it (up to the stop grace period): so this retries
  * until the network is gone from the listing too.
  */
-export async function releaseOwnNetwork(docker: Docker, sandboxId: string | undefined): Promise<void> {
+export async function releaseOwnNetwork(
+  docker: Docker,
+  sandboxId: string | undefined,
+  /** Takes what else joined the network (the relay) off it first. */
+  leave: (networkName: string) => Promise<void> = async () => {},
+): Promise<void> {
   if (!sandboxId) return;
   const name = networkName(sandboxId);
+  await leave(name);
   const deadline = Date.now() + RELEASE_TIMEOUT_MS;
   for (;;) {
     const left = await networksNamed(docker, name);

@@ -151,6 +151,12 @@ export async function removeLabelled(engine: Docker, label: string): Promise<voi
       .getService(service.ID)
       .remove()
       .catch(() => {});
+  // Containers joined to its networks (a relay: orchestrator/sandbox/swarm-relay.ts) hold them too.
+  for (const container of await engine.listContainers({ all: true, filters }))
+    await engine
+      .getContainer(container.Id)
+      .remove({ force: true })
+      .catch(() => {});
   // A service's network stays in use until its task's container stopped: try for a while.
   const deadline = Date.now() + 20_000;
   for (const network of await engine.listNetworks({ filters })) {

@@ -7,6 +7,8 @@ import { localOrigin, type SelfHostPaths, type SelfHostState, type StackMode, wr
 
 /** The label every container, network and volume of an installation carries (orchestrator/sandbox/owner-labels.ts). */
 export const INSTALLATION_LABEL = "dev.svc.installation";
+/** A Swarm installation's relay container (orchestrator/sandbox/swarm-relay.ts). */
+export const RELAY_LABEL = "dev.svc.relay";
 const COMPOSE_PROJECT_LABEL = "com.docker.compose.project";
 
 /** GET /v1/admin/installation (api/admin/routes.ts). */

@@ -3,14 +3,12 @@ import { CliError } from "../../errors.ts";
 import { COMPOSE_SERVICES, type ComposeService, composeProject } from "./compose.ts";
 import { dockerCall } from "./docker-engine.ts";
 import { sleep } from "./health.ts";
+import { INSTALLATION_LABEL, RELAY_LABEL } from "./installation-objects.ts";
 import { runToEnd } from "./run-to-end.ts";
 import type { SelfHostPaths } from "./state.ts";
 
 /** The label `docker stack deploy` puts on a stack's services, networks and volumes. */
 export const STACK_LABEL = "com.docker.stack.namespace";
-/** What the API labels its sandboxes and apps with (orchestrator/sandbox/owner-labels.ts): services on Swarm. */
-const INSTALLATION_LABEL = "dev.svc.installation";
-
 /** The stack's name: compose mode's project name, so one home is one name whichever mode runs it. */
 export const stackName = (paths: SelfHostPaths) => composeProject(paths);
 
@@ -139,6 +137,15 @@ export async function removeInstallationServices(ids: string[]): Promise<string[
       if (res.status >= 300 && res.status !== 404) throw new CliError(`cannot remove the service ${s.Spec.Name}`);
       removed.push(s.Spec.Name);
     }
+  }
+  // The relay of sandboxes behind internal networks (orchestrator/sandbox/swarm-relay.ts): a container, not a service.
+  for (const id of new Set(ids)) {
+    const res = await engine(
+      "GET",
+      `/containers/json?all=1&${filters({ label: [`${INSTALLATION_LABEL}=${id}`, RELAY_LABEL] })}`,
+    );
+    for (const c of z.array(z.object({ Id: z.string() })).parse(JSON.parse(res.body)))
+      await engine("DELETE", `/containers/${c.Id}?force=1`);
   }
   for (const id of new Set(ids)) await removeNetworks([`${INSTALLATION_LABEL}=${id}`], "overlay");
   return removed;
