@@ -8,9 +8,9 @@ const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8"));
 // never finds it half written.
 const out = `dist.building-${process.pid}`;
 rmSync(new URL(`${out}/`, root), { recursive: true, force: true });
-await build({
+// The server programs: node_modules beside them (`packages: "external"`).
+const server = {
   absWorkingDir: root.pathname,
-  entryPoints: { api: "api/main.ts", edge: "api/edge/main.ts" },
   outdir: out,
   outExtension: { ".js": ".mjs" },
   bundle: true,
@@ -18,9 +18,9 @@ await build({
   format: "esm",
   target: "node20",
   packages: "external",
-  sourcemap: "linked",
   logLevel: "warning",
-});
+};
+await build({ ...server, entryPoints: { api: "api/main.ts", edge: "api/edge/main.ts" }, sourcemap: "linked" });
 // The CLI in chunks: `svc <noun>` loads the code of that noun only (cli/program.ts), with its dependencies bundled
 // in, since resolving and loading their many files from node_modules costs more at start-up than the command.
 await build({
@@ -43,18 +43,7 @@ await build({
 cpSync(new URL("api/db/migrations/", root), new URL(`${out}/migrations/`, root), { recursive: true });
 // A new embedded database starts as a copy of a migrated, empty one (api/db/pglite-template.ts): made here, by the
 // same PGlite and migrations the bundle runs, with the code that makes it bundled beside the migrations for a moment.
-await build({
-  absWorkingDir: root.pathname,
-  entryPoints: { "pglite-template-maker": "api/db/pglite-template.ts" },
-  outdir: out,
-  outExtension: { ".js": ".mjs" },
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  packages: "external",
-  logLevel: "warning",
-});
+await build({ ...server, entryPoints: { "pglite-template-maker": "api/db/pglite-template.ts" } });
 const maker = new URL(`${out}/pglite-template-maker.mjs`, root);
 const { makePgliteTemplate, PGLITE_TEMPLATE_FILE } = await import(maker.href);
 writeFileSync(new URL(`${out}/${PGLITE_TEMPLATE_FILE}`, root), await makePgliteTemplate("gzip"));

@@ -1,14 +1,13 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { TOKEN_PREFIX } from "../protocol/token.ts";
+import { type ApiProcess, startApiProcess } from "./support/api-process.ts";
 import { cliHome, freePort, svc } from "./support/cli.ts";
 import { svcPty } from "./support/pty.ts";
 
-const REPO_ROOT = new URL("..", import.meta.url).pathname;
 const MEMBER = "member@example.test";
 const PASSWORD = "member's long password";
 const WRONG = "a wrong password guess";
@@ -24,8 +23,7 @@ describe("svc members and svc login for a member (real binary, the API as a proc
   const adminToken = newSecret(TOKEN_PREFIX);
   let port: number;
   let url: string;
-  let api: ChildProcess;
-  let log = "";
+  let api: ApiProcess | undefined;
   const invites: string[] = [];
   const run = (args: string[], options: { env?: Record<string, string | undefined>; input?: string } = {}) =>
     svc(args, { env: { ...home.env, ...options.env }, input: options.input });
@@ -50,48 +48,22 @@ describe("svc members and svc login for a member (real binary, the API as a proc
   beforeAll(async () => {
     port = await freePort();
     url = `http://127.0.0.1:${port}`;
-    const inherited = Object.fromEntries(
-      Object.entries(process.env).filter(([k]) => !k.startsWith("SVC_") && k !== "DATABASE_URL"),
-    );
-    api = spawn(process.execPath, ["--import", "tsx", "api/main.ts"], {
-      cwd: REPO_ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: {
-        ...inherited,
+    api = await startApiProcess(
+      {
         SVC_HOME: join(dir, "api-home"),
-        SVC_PORT: String(port),
         SVC_PUBLIC_URL: url,
-        SVC_ORCHESTRATOR: "off",
         // Everything the API would ever log, request lines included.
         SVC_LOG_LEVEL: "trace",
         SVC_BOOTSTRAP_TOKEN_HASH: hashSecret(adminToken),
       },
-    });
-    api.stdout!.on("data", (chunk: Buffer) => (log += chunk.toString("utf8")));
-    api.stderr!.on("data", (chunk: Buffer) => (log += chunk.toString("utf8")));
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (api.exitCode !== null) throw new Error(`the API exited with ${api.exitCode}: ${log}`);
-      if (
-        await fetch(`${url}/v1/health`).then(
-          (r) => r.ok,
-          () => false,
-        )
-      )
-        break;
-      if (Date.now() > deadline) throw new Error("the API did not become healthy");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+      { port },
+    );
     const login = await run(["login", "--token", adminToken, "--api", url, "--host", "admin"]);
     expect(login.code, login.stderr).toBe(0);
   }, 120_000);
 
   afterAll(async () => {
-    if (api && api.exitCode === null) {
-      const exited = new Promise((r) => api.once("exit", r));
-      api.kill("SIGTERM");
-      await exited;
-    }
+    await api?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -256,6 +228,7 @@ describe("svc members and svc login for a member (real binary, the API as a proc
   });
 
   it("the API's log has the requests, never a password, an invite's token or a login token", () => {
+    const log = api!.log();
     expect(log).toContain('"url":"/v1/auth/password"');
     expect(log).toContain("/dashboard/invites/[redacted]");
     const config = JSON.parse(readFileSync(home.env.SVC_CONFIG_FILE!, "utf8"));

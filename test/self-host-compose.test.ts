@@ -66,7 +66,11 @@ function copyCheckout(dir: string): string {
   return copy;
 }
 
-describe("compose mode: svc self-host start --mode compose (real docker-compose, images, PostgreSQL, sandboxes)", () => {
+// Each test drives whole stacks (a second one for the restore, an image rebuild for the upgrade): under a full run's
+// load a test took 60 s where alone it takes 26.
+describe("compose mode: svc self-host start --mode compose (real docker-compose, images, PostgreSQL, sandboxes)", {
+  timeout: 240_000,
+}, () => {
   const home = cliHome();
   const app = join(home.dir, "app");
   let checkout: string;

@@ -120,6 +120,47 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
     expect(await crTitles()).toEqual(["through the swarm"]);
   });
 
+  it("backs up the running stack (pg_dump in its postgres task) and restores it into a fresh home as a swarm stack of its own: its CR merges there", async () => {
+    const file = join(home.dir, "swarm-backup.tar.gz");
+    const backup = await svc(["self-host", "backup", file], home.dir);
+    expect(backup.code, backup.stderr).toBe(0);
+    expect((await execa("tar", ["-tzf", file])).stdout).toContain("svc-backup/database/postgres.sql");
+
+    // A second home on this machine: a stack of its own (name, volumes, port, admin token); the app links to it.
+    const other = cliHome();
+    const inOther = (args: string[], cwd = app) => runSvc(args, { env: other.env, cwd });
+    const restored = await inOther(["self-host", "restore", file], other.dir);
+    expect(restored.code, restored.stderr).toBe(0);
+    let otherStack: string | undefined;
+    try {
+      const started = await inOther(["self-host", "start", "--port", String(await freePort())], other.dir);
+      expect(started.code, started.stderr).toBe(0);
+      const otherStatus = JSON.parse((await inOther(["self-host", "status", "--json"], other.dir)).stdout);
+      otherStack = otherStatus.swarm_stack as string;
+      swarm.cleanUp(`${STACK_LABEL}=${otherStack}`);
+      expect(otherStatus).toMatchObject({ mode: "swarm", status: "running" });
+      expect(otherStack).not.toBe(stack);
+
+      const original = JSON.parse((await svc(["cr", "ls", "--json"])).stdout) as { number: number; title: string }[];
+      const copy = JSON.parse((await inOther(["cr", "ls", "--json"])).stdout) as typeof original;
+      expect(copy.map((c) => [c.number, c.title])).toEqual(original.map((c) => [c.number, c.title]));
+      // The repository came along: the CR merges in the copy, and only there.
+      const merged = await inOther(["cr", "merge", String(original[0]!.number)]);
+      expect(merged.code, merged.stderr).toBe(0);
+      const statusIn = async (run: typeof svc) =>
+        JSON.parse((await run(["cr", "show", String(original[0]!.number), "--json"])).stdout).change_request.status;
+      expect(await statusIn(inOther)).toBe("merged");
+      expect(await statusIn(svc)).toBe("open");
+    } finally {
+      await inOther(["self-host", "stop"], other.dir);
+      await inOther(["uninstall", "--yes", "--keep-images"], other.dir);
+    }
+    if (otherStack) {
+      for (const v of [`${otherStack}_swarm_pgdata`, `${otherStack}_swarm_data`])
+        await expect(swarm.docker().getVolume(v).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    }
+  }, 300_000);
+
   it("logs api, postgres and edge through docker service logs; doctor says the engine is a manager", async () => {
     const api = await svc(["self-host", "logs", "api", "-n", "200"], home.dir);
     expect(api.code, api.stderr).toBe(0);

@@ -10,8 +10,8 @@ export type ApiProcess = Awaited<ReturnType<typeof startApiProcess>>;
  * The API process as `svc self-host start` runs it (the bundle, built once per run), without sessions unless `env`
  * says otherwise, nothing of this process's SVC_ settings inherited; its stdout and stderr kept.
  */
-export async function startApiProcess(env: Record<string, string>) {
-  const port = await freePort();
+export async function startApiProcess(env: Record<string, string>, options: { port?: number } = {}) {
+  const port = options.port ?? (await freePort());
   const inherited = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !k.startsWith("SVC_") && k !== "DATABASE_URL"),
   );

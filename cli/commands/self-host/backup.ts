@@ -32,6 +32,7 @@ import { composeWithFiles } from "./compose.ts";
 import { composeRun } from "./compose-mode.ts";
 import { runningMode } from "./running-mode.ts";
 import { localOrigin, readState, type SelfHostPaths, type SelfHostState, selfHostPaths } from "./state.ts";
+import { swarmPgDump } from "./swarm-backup.ts";
 
 export type BackupResult = {
   file: string;
@@ -68,7 +69,8 @@ async function download(api: ApiClient, path: string, file: string): Promise<num
   return statSync(file).size;
 }
 
-/** Compose mode: PostgreSQL's own dump, taken by pg_dump inside the postgres container (one snapshot). */
+/** Compose mode: PostgreSQL's own dump, taken by pg_dump inside the postgres container (one snapshot). Swarm mode's:
+ * swarm-backup.ts. */
 async function pgDump(paths: SelfHostPaths, state: SelfHostState, file: string): Promise<number> {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const dump = await composeWithFiles(
@@ -83,7 +85,7 @@ async function pgDump(paths: SelfHostPaths, state: SelfHostState, file: string):
 /**
  * `svc self-host backup <file>`: everything a restore needs to serve the same projects, CRs, secrets and
  * repositories, taken while the stack runs. The database first (embedded: PGlite's dump through the API, taken
- * between two transactions; compose: pg_dump), then each managed repository as a bundle (git reads its refs, then
+ * between two transactions; compose and swarm: pg_dump), then each managed repository as a bundle (git reads its refs, then
  * packs what they reach): a repository read after the database holds every commit the database names. Then the
  * secrets key and the settings. One tar.gz, mode 0600, written under a temporary name and renamed when complete.
  */
@@ -122,7 +124,10 @@ export async function backupSelfHost(file: string, options: { force?: boolean } 
         : {
             kind: "postgres",
             file: "database/postgres.sql",
-            bytes: await pgDump(paths, state, join(root, "database", "postgres.sql")),
+            bytes:
+              mode === "swarm"
+                ? await swarmPgDump(paths, join(root, "database", "postgres.sql"))
+                : await pgDump(paths, state, join(root, "database", "postgres.sql")),
           };
     listed = await api.request("GET", "/v1/admin/backup/repositories", BackupRepositories);
     for (const repo of listed.repositories) {

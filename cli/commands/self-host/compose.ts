@@ -1,12 +1,11 @@
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, openSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { packageRoot } from "../../../protocol/package-root.ts";
 import { CliError } from "../../errors.ts";
 import { dockerGet } from "./docker-engine.ts";
-import { runToEnd } from "./run-to-end.ts";
+import { runToEnd, runWithFiles } from "./run-to-end.ts";
 import type { SelfHostPaths } from "./state.ts";
 
 /** The stack's services, in the order they start. */
@@ -63,37 +62,9 @@ export function compose(
   });
 }
 
-/**
- * Runs a compose command with a file as its stdin (`input`) and another as its stdout (`output`): binary-safe and
- * unbuffered, for a database dump in or out of its container. Its stderr is returned.
- */
-export function composeWithFiles(
-  run: ComposeRun,
-  rest: string[],
-  files: { input?: string; output?: string },
-): Promise<{ code: number; stderr: string }> {
-  return new Promise((done, fail) => {
-    const input = files.input ? openSync(files.input, "r") : "ignore";
-    const output = files.output ? openSync(files.output, "w", 0o600) : "ignore";
-    const close = () => {
-      if (typeof input === "number") closeSync(input);
-      if (typeof output === "number") closeSync(output);
-    };
-    const child = spawn(composeCommand()[0]!, args(run, rest), { env: run.env, stdio: [input, output, "pipe"] });
-    let stderr = "";
-    child.stderr?.on("data", (data: Buffer) => {
-      stderr += data.toString("utf8");
-    });
-    child.on("error", (err) => {
-      close();
-      fail(err);
-    });
-    child.on("close", (code) => {
-      close();
-      done({ code: code ?? 1, stderr });
-    });
-  });
-}
+/** A compose command with a file as its stdin and another as its stdout (runWithFiles): a database dump in or out. */
+export const composeWithFiles = (run: ComposeRun, rest: string[], files: { input?: string; output?: string }) =>
+  runWithFiles(composeCommand()[0]!, args(run, rest), run.env, files);
 
 export type ServiceContainer = {
   service: string;

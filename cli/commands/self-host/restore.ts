@@ -14,6 +14,8 @@ import { sleep } from "./health.ts";
 import { composeObjects, EngineUnavailable } from "./installation-objects.ts";
 import { runningMode } from "./running-mode.ts";
 import { readState, type SelfHostPaths, type SelfHostState, selfHostPaths, writeState } from "./state.ts";
+import { stackName, swarmVolumes } from "./swarm.ts";
+import { restoreSwarmVolumes } from "./swarm-backup.ts";
 
 export type RestoreResult = {
   home: string;
@@ -34,13 +36,20 @@ const POSTGRES_TIMEOUT_MS = 120_000;
 
 const isEmptyDir = (dir: string) => !existsSync(dir) || readdirSync(dir).length === 0;
 
-/** What of a stack's data this home holds: the embedded database and repositories, the compose stack's volumes. */
+/**
+ * What of a stack's data this home holds: the embedded database and repositories, the compose stack's volumes and
+ * the swarm stack's (one name for both: they are the engine's volumes either way).
+ */
 async function heldData(paths: SelfHostPaths): Promise<{ embedded: string[]; composeVolumes: string[] }> {
   const data = join(paths.home, "data");
   const embedded = ["pglite", "repos", "restore"].filter((d) => !isEmptyDir(join(data, d))).map((d) => `data/${d}`);
   let composeVolumes: string[] = [];
   try {
     composeVolumes = (await composeObjects(composeProject(paths))).volumes;
+    for (const volume of Object.values(swarmVolumes(stackName(paths)))) {
+      const found = await dockerCall("GET", `/volumes/${encodeURIComponent(volume)}`, undefined, 30_000);
+      if (!("error" in found) && found.status === 200 && !composeVolumes.includes(volume)) composeVolumes.push(volume);
+    }
   } catch (err) {
     // No engine answers here: no compose stack's volume either.
     if (!(err instanceof EngineUnavailable)) throw err;
@@ -107,22 +116,27 @@ async function restoreCompose(
     if (created.code !== 0) throw fail("creating the api container", created.output);
     const api = (await serviceContainers(up.project)).find((c) => c.service === "api");
     if (!api) throw new CliError("compose created no api container");
-    const volume = join(staging, "volume");
-    await stagePlan(join(volume, "data"), root, plan);
-    const archive = join(staging, "volume.tar");
-    await tar(["-cf", "-", "-C", volume, "data"], { output: archive });
-    const put = await dockerCall(
-      "PUT",
-      `/containers/${encodeURIComponent(api.name)}/archive?path=${encodeURIComponent(COMPOSE_API_HOME)}`,
-      readFileSync(archive),
-      120_000,
-    );
-    if ("error" in put) throw new CliError(`the Docker engine did not answer: ${put.error}`);
-    if (put.status !== 200)
-      throw new CliError(`the engine refused the restore's files (HTTP ${put.status}): ${put.body}`);
+    await putPlan(api.name, COMPOSE_API_HOME, staging, root, plan);
   } finally {
     await compose(up, ["stop"]);
   }
+}
+
+/** The plan and bundles (stagePlan) into the data directory of a container that mounts the API's data volume. */
+async function putPlan(container: string, apiHome: string, staging: string, root: string, plan: RestorePlan) {
+  const volume = join(staging, "volume");
+  await stagePlan(join(volume, "data"), root, plan);
+  const archive = join(staging, "volume.tar");
+  await tar(["-cf", "-", "-C", volume, "data"], { output: archive });
+  const put = await dockerCall(
+    "PUT",
+    `/containers/${encodeURIComponent(container)}/archive?path=${encodeURIComponent(apiHome)}`,
+    readFileSync(archive),
+    120_000,
+  );
+  if ("error" in put) throw new CliError(`the Docker engine did not answer: ${put.error}`);
+  if (put.status !== 200)
+    throw new CliError(`the engine refused the restore's files (HTTP ${put.status}): ${put.body}`);
 }
 
 /** The plan and the bundles, as `<data>/restore/` (protocol/admin.ts RestorePlan): the API adopts them at start. */
@@ -224,6 +238,14 @@ export async function restoreSelfHost(file: string, options: { force?: boolean }
       await tar(["-xzf", join(root, manifest.database.file), "-C", pglite]);
       renameSync(pglite, join(data, "pglite"));
       await stagePlan(data, root, plan);
+    } else if (manifest.mode === "swarm") {
+      await restoreSwarmVolumes(
+        paths,
+        state,
+        join(root, manifest.database.file),
+        (container, apiHome) => putPlan(container, apiHome, staging, root, plan),
+        (text) => info(`  ${text}`),
+      );
     } else {
       await restoreCompose(paths, state, root, staging, plan);
     }

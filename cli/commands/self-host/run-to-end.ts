@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
 import { CliError } from "../../errors.ts";
 
 /**
@@ -31,6 +32,39 @@ export function runToEnd(
     child.on("close", (code) => {
       if (onLine && partial) onLine(partial);
       done({ code: code ?? 1, output: chunks.join("") });
+    });
+  });
+}
+
+/**
+ * Runs a program with a file as its stdin (`input`) and another as its stdout (`output`): binary-safe and
+ * unbuffered, for a database dump in or out of its container. Its stderr is returned.
+ */
+export function runWithFiles(
+  command: string,
+  args: string[],
+  env: Record<string, string | undefined>,
+  files: { input?: string; output?: string },
+): Promise<{ code: number; stderr: string }> {
+  return new Promise((done, fail) => {
+    const input = files.input ? openSync(files.input, "r") : "ignore";
+    const output = files.output ? openSync(files.output, "w", 0o600) : "ignore";
+    const close = () => {
+      if (typeof input === "number") closeSync(input);
+      if (typeof output === "number") closeSync(output);
+    };
+    const child = spawn(command, args, { env, stdio: [input, output, "pipe"] });
+    let stderr = "";
+    child.stderr?.on("data", (data: Buffer) => {
+      stderr += data.toString("utf8");
+    });
+    child.on("error", (err) => {
+      close();
+      fail(err);
+    });
+    child.on("close", (code) => {
+      close();
+      done({ code: code ?? 1, stderr });
     });
   });
 }

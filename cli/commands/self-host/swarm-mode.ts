@@ -75,6 +75,20 @@ async function waitHealthy(paths: SelfHostPaths, state: SelfHostState, since: st
 }
 
 /**
+ * The stack's images, built where missing: compose.yaml's build sections, as compose mode runs them; the stack file
+ * names the images by the same variables (SVC_POSTGRES_IMAGE, SVC_API_TAG, …), which this returns.
+ */
+export async function swarmImages(
+  paths: SelfHostPaths,
+  state: SelfHostState,
+  progress: Progress,
+): Promise<Record<string, string>> {
+  const build = { ...composeRun(paths, state), files: [composeFiles(paths)[0]!] };
+  const chosen = Object.fromEntries(IMAGE_VARIABLES.flatMap((k) => (state.env[k] ? [[k, state.env[k]]] : [])));
+  return ensureComposeImages(build, chosen, progress);
+}
+
+/**
  * Deploys compose/stack.yaml with this home's generated file on the Swarm this engine manages: the images built
  * first as compose mode builds them, then `docker stack deploy`, then the wait for every task and the edge. Never
  * initialises a swarm: an engine that is not a manager fails the start with what to run.
@@ -94,10 +108,7 @@ export async function startSwarm(
     if (state.env[key] && state.env[key] !== value)
       warn(`${key}=${state.env[key]} is ignored: swarm mode runs ${value}`);
   }
-  // compose.yaml's build sections, as compose mode runs them; the stack file names the images by the same variables.
-  const build = { ...composeRun(paths, state), files: [composeFiles(paths)[0]!] };
-  const chosen = Object.fromEntries(IMAGE_VARIABLES.flatMap((k) => (state.env[k] ? [[k, state.env[k]]] : [])));
-  const images = await ensureComposeImages(build, chosen, progress);
+  const images = await swarmImages(paths, state, progress);
   const stack = stackName(paths);
   const [file, override] = stackFiles(paths);
   writeStackOverride(override, overrideInput(state, stack, node.nodeId));
