@@ -4,6 +4,7 @@ import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
 import { createSwarmDriver } from "../orchestrator/sandbox/swarm-driver.ts";
+import { createSwarmRelay } from "../orchestrator/sandbox/swarm-relay.ts";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
 import { execIn } from "./support/docker.ts";
@@ -231,6 +232,7 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
         res.end(`${name} answers\n`);
       });
     const [allowed, refused] = [answer("allowed"), answer("refused")];
+    const servers = [allowed, refused];
     const ports = await Promise.all(
       [allowed, refused].map(
         (server) =>
@@ -279,6 +281,29 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
       );
       expect(reach.trim().split("\n")).toEqual(["closed", "closed", "closed"]);
 
+      // A relay widened to one more host port is a new container with new addresses: the sandbox finds it by name,
+      // its daemon's link comes back through it, and the session stays running.
+      const extra = createHttpServer((_req, res) => res.end("extra port\n"));
+      servers.push(extra);
+      const extraPort = await new Promise<number>((r) =>
+        extra.listen(0, "0.0.0.0", () => r((extra.address() as AddressInfo).port)),
+      );
+      await createSwarmRelay({ docker }).join(
+        api.services.installationId,
+        networks[0]!,
+        [extraPort],
+        container!.ImageID,
+      );
+      expect(await sh(`curl -sS -m 10 --noproxy '*' http://host.docker.internal:${extraPort}/`)).toBe("extra port\n");
+      await new Promise((r) => setTimeout(r, 4000));
+      expect((await state()).status).toBe("running");
+      const apiPort = new URL(api.url).port;
+      expect(
+        await sh(
+          `curl -sS -m 10 --noproxy '*' -o /dev/null -w '%{http_code}' http://host.docker.internal:${apiPort}/v1/health`,
+        ),
+      ).toBe("200");
+
       // Its network goes with it: the relay lets go of it first.
       const gone = await call(api.url, "DELETE", `/v1/projects/${fenced.id}/sessions/${id}`, { token: user.token });
       expect(gone.status).toBe(204);
@@ -288,7 +313,7 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
         { timeoutMs: 30_000 },
       );
     } finally {
-      for (const server of [allowed, refused]) server.close();
+      for (const server of servers) server.close();
     }
   }, 300_000);
 });

@@ -107,13 +107,10 @@ export function createSwarmDriver(deps: {
     const networkId = await createOwnNetwork(docker, owner, egress);
     const leave = (network: string) => relay.leave(owner.installationId, network);
     try {
-      // Behind an internal network the host is the relay, whose address there the sandbox knows by the host's name.
-      const hostAddress =
-        egress === "proxy"
-          ? await relay.join(owner.installationId, networkId, hostPortsOf(spec.env), image)
-          : "host-gateway";
+      // Behind an internal network the host is the relay, which answers to the host's name there.
+      if (egress === "proxy") await relay.join(owner.installationId, networkId, hostPortsOf(spec.env), image);
       const service = await docker.createService(
-        serviceSpec(spec, { networkId, image, constraints, spread: settings.spread, hostAddress }),
+        serviceSpec(spec, { networkId, image, constraints, spread: settings.spread, hostIsNode: egress !== "proxy" }),
       );
       return service.id;
     } catch (err) {

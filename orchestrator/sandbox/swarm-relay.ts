@@ -6,8 +6,8 @@ import { OWNER_LABELS } from "./owner-labels.ts";
 /**
  * The way out of a Swarm sandbox whose egress goes through the API's proxy. Its overlay network is internal: no
  * docker_gwbridge, no route anywhere. One relay container per installation, on this node (the API's), joins each
- * such network and stands in there for the host: the sandbox's `host.docker.internal` is the relay's address on its
- * network, and the relay carries the host ports the sandbox's own settings name (the API's port, a model gateway on
+ * such network and stands in there for the host: the sandbox's `host.docker.internal` is the relay (an alias on its
+ * network), and the relay carries the host ports the sandbox's own settings name (the API's port, a model gateway on
  * the host) to this node's host, from a network of its own that has the usual way out. So all such a sandbox reaches
  * is the API's port (its daemon's link, git, and the egress proxy that checks `[sandbox] egress`) and its model,
  * on whichever node it runs: overlay networks span the swarm.
@@ -96,27 +96,27 @@ export function createSwarmRelay(deps: { docker: Docker }) {
       },
     });
     await container.start();
-    for (const network of joined) await docker.getNetwork(network).connect({ Container: container.id });
+    for (const network of joined) await connectAsHost(network, container.id);
     return container.inspect();
   }
 
+  /**
+   * On a sandbox's network the relay answers to the host's name (a network alias, resolved by the engine's DNS):
+   * a relay replaced to carry more ports gets new addresses, and the sandboxes already there still find it.
+   */
+  const connectAsHost = (network: string, container: string) =>
+    docker.getNetwork(network).connect({ Container: container, EndpointConfig: { Aliases: [HOST] } });
+
   return {
     /**
-     * Joins the installation's relay to a sandbox's internal network: its address there, which the sandbox is to
-     * know as host.docker.internal. The relay is made (from `image`, the sandbox's own: it is on this node and has
-     * node), or widened to more ports, on the way.
+     * Joins the installation's relay to a sandbox's internal network as host.docker.internal. The relay is made
+     * (from `image`, the sandbox's own: it is on this node and has node), or widened to more ports, on the way.
      */
-    join(installationId: string, networkId: string, ports: number[], image: string): Promise<string> {
+    join(installationId: string, networkId: string, ports: number[], image: string): Promise<void> {
       return serially(installationId, async () => {
         const relay = await ensure(installationId, ports, image);
         const network = await docker.getNetwork(networkId).inspect();
-        let address = relay.NetworkSettings.Networks[network.Name]?.IPAddress;
-        if (!address) {
-          await docker.getNetwork(networkId).connect({ Container: relay.Id });
-          address = (await docker.getContainer(relay.Id).inspect()).NetworkSettings.Networks[network.Name]?.IPAddress;
-        }
-        if (!address) throw new Error(`the relay has no address on the network ${network.Name}`);
-        return address;
+        if (!relay.NetworkSettings.Networks[network.Name]) await connectAsHost(networkId, relay.Id);
       });
     },
 

@@ -33,8 +33,8 @@ export type ServicePlacement = {
   constraints: string[];
   /** Node attributes the scheduler spreads tasks over (`node.labels.zone`). */
   spread: string[];
-  /** What host.docker.internal is inside: `host-gateway` (the node's host), or the relay's address (swarm-relay.ts). */
-  hostAddress: string;
+  /** Whether host.docker.internal is the node's host (false: the relay answers to it, swarm-relay.ts). */
+  hostIsNode: boolean;
 };
 
 /** The Docker driver's limits in Swarm's terms; `Pids` is honoured by Docker 20.10 (API 1.41) and later. */
@@ -65,8 +65,9 @@ export function serviceSpec(spec: SandboxSpec | AppContainerSpec, placement: Ser
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
         ...command,
         // host-gateway is the node's own docker0 address: the host the task runs on, as host.docker.internal is
-        // for the Docker driver's containers (behind an internal network: the relay). Swarm writes `IP name`.
-        Hosts: [`${placement.hostAddress} host.docker.internal`],
+        // for the Docker driver's containers. Swarm writes `IP name`. (Behind an internal network the name is the
+        // relay's, resolved by the engine's DNS: swarm-relay.ts.)
+        Hosts: placement.hostIsNode ? ["host-gateway host.docker.internal"] : [],
         CapabilityDrop: ["ALL"],
         CapabilityAdd: CAPABILITIES,
         Init: false,
