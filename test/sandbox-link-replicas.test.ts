@@ -5,7 +5,6 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WebSocket } from "ws";
 import { buildApp, type Services } from "../api/app.ts";
 import { openSql, type Sql } from "../api/db/sql.ts";
 import { createEdge } from "../api/edge/server.ts";
@@ -21,6 +20,7 @@ import { call, seedUser, TEST_REPO_ALLOWED_HOSTS } from "./support/api-server.ts
 import { cliHome, svc } from "./support/cli.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { dialLink } from "./support/link-dial.ts";
 import { noSandboxes, settings } from "./support/no-sandboxes.ts";
 import { waitFor } from "./support/wait.ts";
 
@@ -139,24 +139,6 @@ describe("sandbox links across API replicas: the edge follows a link's hint to i
     return { sessionId, sandboxId: row!.sandbox_id, serviceKey };
   }
 
-  /** Opens a link through the edge with `query`; resolves with 101 or the status it was refused with. */
-  function dialEdge(serviceKey: string, query: string): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const ws = new WebSocket(`${edgeUrl.replace("http:", "ws:")}${SANDBOX_LINK_PATH}${query}`, {
-        headers: { authorization: `Bearer ${serviceKey}` },
-      });
-      ws.on("unexpected-response", (_req, res) => {
-        resolve(res.statusCode ?? 0);
-        ws.terminate();
-      });
-      ws.on("open", () => {
-        resolve(101);
-        ws.terminate();
-      });
-      ws.on("error", reject);
-    });
-  }
-
   beforeAll(async () => {
     db = await freshDatabase("postgres");
     otherSql = await openSql({ databaseUrl: db.url! });
@@ -241,7 +223,8 @@ describe("sandbox links across API replicas: the edge follows a link's hint to i
     const port = new URL(api1.url).port;
     const dials = async (query: string) => {
       const before = [api1.links.length, api2.links.length];
-      for (let i = 0; i < 4; i++) expect(await dialEdge(serviceKey, query)).toBe(101);
+      for (let i = 0; i < 4; i++)
+        expect(await dialLink(edgeUrl, { authorization: `Bearer ${serviceKey}` }, query)).toBe(101);
       return [api1.links.length - before[0]!, api2.links.length - before[1]!];
     };
 

@@ -10,6 +10,7 @@ import { startApi, type TestApi } from "./support/api-server.ts";
 import { freePort } from "./support/cli.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { dialLink } from "./support/link-dial.ts";
 import { expectIncrementalEvents } from "./support/streams.ts";
 
 /**
@@ -54,22 +55,6 @@ const context = (s: Sandbox) => ({
     exp: Math.floor(Date.now() / 1000) + 300,
   }),
 });
-
-/** Opens the link endpoint with `headers`; resolves with the HTTP status it refused with, or 101. */
-function dialLink(api: TestApi, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${api.url.replace("http:", "ws:")}${SANDBOX_LINK_PATH}`, { headers });
-    ws.on("unexpected-response", (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      ws.terminate();
-    });
-    ws.on("open", () => {
-      resolve(101);
-      ws.terminate();
-    });
-    ws.on("error", (err) => reject(err));
-  });
-}
 
 // A link that swallows bytes shows as a request that never ends: each test gives up long before the tier's limit.
 describe("sandbox links: daemons dial out, the API reaches them through a loopback bridge", { timeout: 20_000 }, () => {
@@ -218,12 +203,12 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
   it("refuses a link without a known service key: 401, nothing registered", async () => {
     const before = api.services.sandboxLinks.known().sort();
     const unknown = `svc_sk_link-test-unknown-${randomUUID().replaceAll("-", "")}`;
-    expect(await dialLink(api, { authorization: `Bearer ${unknown}` })).toBe(401);
-    expect(await dialLink(api, {})).toBe(401);
-    expect(await dialLink(api, { authorization: "Bearer svc_not-a-service-key" })).toBe(401);
+    expect(await dialLink(api.url, { authorization: `Bearer ${unknown}` })).toBe(401);
+    expect(await dialLink(api.url, {})).toBe(401);
+    expect(await dialLink(api.url, { authorization: "Bearer svc_not-a-service-key" })).toBe(401);
     expect(api.services.sandboxLinks.known().sort()).toEqual(before);
     // The right key is let in; a link that never speaks HTTP/2 replaces nothing.
-    expect(await dialLink(api, { authorization: `Bearer ${a.key}` })).toBe(101);
+    expect(await dialLink(api.url, { authorization: `Bearer ${a.key}` })).toBe(101);
     expect(await health(api.services.sandboxLinks.endpoint(a.id)!)).toMatchObject({ status: "ok" });
   });
 

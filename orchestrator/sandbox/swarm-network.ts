@@ -27,20 +27,31 @@ const RELEASE_TIMEOUT_MS = 20_000;
  * internal one, with no way out at all but the installation's relay (swarm-relay.ts), which the driver joins to it.
  */
 export async function createOwnNetwork(docker: Docker, owner: NetworkOwner, egress: SandboxEgress): Promise<string> {
-  const name = networkName(owner.sandboxId);
+  return attachableOverlay(docker, networkName(owner.sandboxId), {
+    internal: egress === "proxy",
+    labels: {
+      [NETWORK_LABEL]: "swarm-sandbox",
+      [OWNER_LABELS.installationId]: owner.installationId,
+      [OWNER_LABELS.sandboxId]: owner.sandboxId,
+    },
+  });
+}
+
+/** The attachable overlay network of that name, made when missing (a copy left by a failed create is reused). */
+export async function attachableOverlay(
+  docker: Docker,
+  name: string,
+  options: { internal: boolean; labels: Record<string, string> },
+): Promise<string> {
   const existing = (await networksNamed(docker, name))[0];
   if (existing) return existing;
   const network = await docker.createNetwork({
     Name: name,
     Driver: "overlay",
     Attachable: true,
-    Internal: egress === "proxy",
+    Internal: options.internal,
     CheckDuplicate: true,
-    Labels: {
-      [NETWORK_LABEL]: "swarm-sandbox",
-      [OWNER_LABELS.installationId]: owner.installationId,
-      [OWNER_LABELS.sandboxId]: owner.sandboxId,
-    },
+    Labels: options.labels,
   });
   return network.id;
 }

@@ -1,7 +1,8 @@
 import type Docker from "dockerode";
 import { createKeyedMutex } from "../../protocol/keyed-mutex.ts";
-import { NETWORK_LABEL, networksNamed, statusOf } from "./networking.ts";
+import { NETWORK_LABEL, statusOf } from "./networking.ts";
 import { OWNER_LABELS } from "./owner-labels.ts";
+import { attachableOverlay } from "./swarm-network.ts";
 
 /**
  * The way out of a Swarm sandbox whose egress goes through the API's proxy. Its overlay network is internal: no
@@ -53,19 +54,11 @@ export function createSwarmRelay(deps: { docker: Docker }) {
       }) as Promise<RelayContainer | undefined>;
 
   /** The relay's own network: an attachable overlay with the usual way out (docker_gwbridge), as a sandbox's. */
-  async function ownNetwork(installationId: string): Promise<string> {
-    const name = relayName(installationId);
-    const existing = (await networksNamed(docker, name))[0];
-    if (existing) return existing;
-    const created = await docker.createNetwork({
-      Name: name,
-      Driver: "overlay",
-      Attachable: true,
-      CheckDuplicate: true,
-      Labels: { [NETWORK_LABEL]: "swarm-relay", [OWNER_LABELS.installationId]: installationId },
+  const ownNetwork = (installationId: string) =>
+    attachableOverlay(docker, relayName(installationId), {
+      internal: false,
+      labels: { [NETWORK_LABEL]: "swarm-relay", [OWNER_LABELS.installationId]: installationId },
     });
-    return created.id;
-  }
 
   const portsOf = (relay: RelayContainer) => (relay.Config.Labels?.[RELAY_LABEL] ?? "").split(",").filter(Boolean);
 
