@@ -1,7 +1,9 @@
 import { performServerHandshake, type ServerHttp2Stream } from "node:http2";
+import type { Socket } from "node:net";
 import { connect } from "node:net";
 import { WebSocket } from "ws";
 import { LINK_H2, LINK_MAX_MESSAGE, linkStream, spliceStreams } from "../protocol/link-transport.ts";
+import { keepSpares } from "./link-spares.ts";
 
 export type LinkDeps = {
   /** The API's link endpoint (SVC_LINK_URL). */
@@ -10,6 +12,8 @@ export type LinkDeps = {
   serviceKey: string;
   /** Where every CONNECT stream goes: the daemon's own server, on loopback. */
   target: { host: string; port: number };
+  /** Takes a spare connection the API started using (link-spares.ts) as one of the daemon's own server. */
+  accept: (socket: Socket) => void;
   log: (msg: string) => void;
   /** Redial delays: the first, doubling up to the last (jittered). */
   backoff?: { firstMs: number; maxMs: number };
@@ -27,7 +31,7 @@ const HANDSHAKE_TIMEOUT_MS = 10_000;
  * daemon's own port, so what the API sends (plain HTTP, SSE, WebSocket upgrades, the user-context checks) reaches
  * the existing server byte for byte. Anything but CONNECT is refused: the link is a pipe, not a second server.
  */
-function serve(ws: WebSocket, target: LinkDeps["target"]): void {
+function serve(ws: WebSocket, target: LinkDeps["target"], onStream: () => void): void {
   const duplex = linkStream(ws);
   const session = performServerHandshake(duplex, {
     settings: LINK_H2.settings,
@@ -40,6 +44,7 @@ function serve(ws: WebSocket, target: LinkDeps["target"]): void {
       stream.respond({ ":status": 405 }, { endStream: true });
       return;
     }
+    onStream();
     const socket = connect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
     // Bytes the API sent ahead of the answer wait in the socket until it connects.
     socket.once("connect", () => {
@@ -86,6 +91,7 @@ export function startLink(deps: LinkDeps): { stop(): void } {
     let up = false;
     let why = "";
     let silence: NodeJS.Timeout | undefined;
+    let spares: { stop(): void } | undefined;
     const heard = () => {
       clearTimeout(silence);
       silence = setTimeout(() => ws.terminate(), silenceMs);
@@ -97,13 +103,17 @@ export function startLink(deps: LinkDeps): { stop(): void } {
       deps.log(`link up: ${deps.url}`);
       heard();
       ws.on("ping", heard);
-      serve(ws, deps.target);
+      const kept = keepSpares({ url: deps.url, serviceKey: deps.serviceKey, accept: deps.accept });
+      spares = kept;
+      // A stream means the API found no spare idle: one more is kept from then on.
+      serve(ws, deps.target, () => kept.more());
     });
     ws.on("error", (err) => {
       why = err.message;
     });
     ws.on("close", (code) => {
       clearTimeout(silence);
+      spares?.stop();
       if (up) deps.log(`link down: ${why || `closed (${code})`}; dialing again`);
       else if (!failing && !stopped) deps.log(`link to ${deps.url} not up: ${why || `closed (${code})`}; retrying`);
       failing = true;

@@ -294,6 +294,7 @@ async function daemon(): Promise<void> {
       url: config.linkUrl,
       serviceKey: config.serviceKey,
       target: { host: ["0.0.0.0", "::"].includes(config.host) ? "127.0.0.1" : config.host, port: config.port },
+      accept: (socket) => server.emit("connection", socket),
       log,
     });
 

@@ -16,6 +16,8 @@ export type TunnelDeps<A extends Admitted = Admitted> = {
   unreachable(err: Error, admitted: A): string;
   /** The full HTTP server's connection handler: everything the fast path does not take. */
   fallback(socket: Socket): void;
+  /** A connection to the upstream already open (a sandbox's spare), taken in place of dialing its address. */
+  opened?(admitted: A): Socket | undefined;
 };
 
 /**
@@ -58,7 +60,14 @@ export function tunnelConnection<A extends Admitted>(socket: Socket, deps: Tunne
   const nextReadBuffer = () => (readBuffer ??= Buffer.allocUnsafe(UPSTREAM_READ));
 
   function openUpstream(admitted: A): Socket {
-    const up = connect({ ...admitted.address, onread: { buffer: nextReadBuffer, callback: relay } });
+    const opened = deps.opened?.(admitted);
+    const up = opened ?? connect({ ...admitted.address, onread: { buffer: nextReadBuffer, callback: relay } });
+    if (opened) {
+      opened.on("data", (chunk: Buffer) => {
+        if (!relay(chunk.length, chunk)) opened.pause();
+      });
+      opened.resume();
+    }
     up.setNoDelay(true);
     upstreamKey = admitted.upstream;
     upstreamAnswered = false;

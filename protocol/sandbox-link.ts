@@ -7,6 +7,13 @@ import { z } from "zod";
  */
 export const SANDBOX_LINK_PATH = "/svc/v1/sandbox-link";
 
+/**
+ * The Upgrade token of a spare connection: the daemon dials the link's URL with it (its service key as the bearer)
+ * and, after the API's 101, the TCP connection is raw bytes the API may take for one connection to the daemon's
+ * server, as if it had dialed the daemon itself (api/sandbox-links/spares.ts, daemon/link-spares.ts).
+ */
+export const SANDBOX_SPARE_UPGRADE = "svc-link-spare";
+
 /** The sandbox's variable naming the link's URL (ws:// or wss://); unset: the daemon dials nothing. */
 export const SANDBOX_LINK_ENV = "SVC_LINK_URL";
 

@@ -11,10 +11,11 @@ import { createEdge } from "../api/edge/server.ts";
 import { createUpstreams } from "../api/edge/upstreams.ts";
 import { createCipher } from "../api/secrets/cipher.ts";
 import { SANDBOX_SERVICE_KEY_CONTEXT } from "../api/sessions/service.ts";
+import { SPARES } from "../daemon/link-spares.ts";
 import { sandboxReach } from "../orchestrator/provisioning/sandbox-reach.ts";
 import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { EXEC_UPGRADE } from "../protocol/sandbox-access.ts";
-import { SANDBOX_LINK_PATH } from "../protocol/sandbox-link.ts";
+import { SANDBOX_LINK_PATH, SANDBOX_SPARE_UPGRADE } from "../protocol/sandbox-link.ts";
 import { SERVICE_KEY_PREFIX } from "../protocol/token.ts";
 import { call, seedUser, TEST_REPO_ALLOWED_HOSTS } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
@@ -37,8 +38,15 @@ require("node:http").createServer((req, res) => {
 /** The two replicas' addresses, as the edge resolves the API's name to them: both on loopback, on one port. */
 const ADDRESSES = ["127.0.0.2", "127.0.0.3"] as const;
 
-/** `links`: the link upgrades it got; `execs`: the exec upgrades (`svc sessions exec`). */
-type Replica = { url: string; services: Services; links: string[]; execs: string[]; close(): Promise<void> };
+/** `links`: the link upgrades it got; `spares`: the spare connections; `execs`: the exec upgrades (`svc sessions exec`). */
+type Replica = {
+  url: string;
+  services: Services;
+  links: string[];
+  spares: string[];
+  execs: string[];
+  close(): Promise<void>;
+};
 
 /**
  * Two API processes' worth of the real API (each its own HTTP server, connection pool and link registry) on one
@@ -84,13 +92,15 @@ describe("sandbox links across API replicas: the edge follows a link's hint to i
     });
     // Which replica each link or exec upgrade reached, with the URL it asked for.
     const links: string[] = [];
+    const spares: string[] = [];
     const execs: string[] = [];
     app.server.on("upgrade", (req) => {
-      if (req.url?.startsWith(SANDBOX_LINK_PATH)) links.push(req.url);
+      if (req.url?.startsWith(SANDBOX_LINK_PATH))
+        (req.headers.upgrade === SANDBOX_SPARE_UPGRADE ? spares : links).push(req.url);
       if (req.headers.upgrade === EXEC_UPGRADE) execs.push(req.url ?? "");
     });
     await app.listen({ port, host });
-    return { url, services, links, execs, close: () => app.close() };
+    return { url, services, links, spares, execs, close: () => app.close() };
   }
 
   /** The real daemon, dialing the edge at the link URL `reach` makes: what a replica puts in a sandbox's env. */
@@ -185,6 +195,10 @@ describe("sandbox links across API replicas: the edge follows a link's hint to i
     expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.2:\d+$/);
     expect(api1.links).toEqual([`${SANDBOX_LINK_PATH}?replica=127.0.0.2`]);
     expect(api2.links).toEqual([]);
+    // Its spare connections follow the same hint, to the replica that holds its link.
+    await waitFor("the daemon's spares", async () => api1.spares.length >= SPARES || undefined);
+    expect(new Set(api1.spares)).toEqual(new Set([`${SANDBOX_LINK_PATH}?replica=127.0.0.2`]));
+    expect(api2.spares).toEqual([]);
     expect(api2.services.sandboxLinks.endpoint(sandboxId)).toBeUndefined();
 
     // Claimed by a session: its rows name the sandbox at API 1's bridge, as the provisioner writes them.

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
+import { MAX_SPARES } from "../api/sandbox-links/spares.ts";
 import { hashSecret } from "../protocol/credential.ts";
 import { SANDBOX_LINK_PATH } from "../protocol/sandbox-link.ts";
 import { signUserContext } from "../protocol/user-context.ts";
@@ -10,7 +11,7 @@ import { startApi, type TestApi } from "./support/api-server.ts";
 import { freePort } from "./support/cli.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
-import { dialLink } from "./support/link-dial.ts";
+import { dialLink, dialSpare } from "./support/link-dial.ts";
 import { expectIncrementalEvents } from "./support/streams.ts";
 
 /**
@@ -200,6 +201,46 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
     expect(api.services.sandboxLinks.endpoint(b.id)).toBe(endpoint);
   });
 
+  it("holds spare connections the daemon dialed: each a raw connection to its server, another dialed in its place", async () => {
+    const endpoint = api.services.sandboxLinks.endpoint(a.id)!;
+    const taken: Socket[] = [];
+    for (
+      let spare = api.services.sandboxLinks.spareFor(endpoint);
+      spare;
+      spare = api.services.sandboxLinks.spareFor(endpoint)
+    )
+      taken.push(spare);
+    expect(taken.length).toBeGreaterThan(0);
+    expect(taken.length).toBeLessThanOrEqual(MAX_SPARES);
+    // With none idle, the bridge opens a stream over the link instead.
+    expect(await health(endpoint)).toMatchObject({ status: "ok" });
+    // A spare speaks HTTP/1.1 to the daemon's own server from its first byte.
+    const answers = await Promise.all(
+      taken.map(
+        (spare) =>
+          new Promise<string>((resolve) => {
+            let seen = "";
+            spare.on("data", (chunk) => {
+              seen += chunk;
+              if (seen.includes("\r\n\r\n") && seen.includes("}")) resolve(seen);
+            });
+            spare.resume();
+            spare.write("GET /svc/health HTTP/1.1\r\nhost: sandbox\r\n\r\n");
+          }),
+      ),
+    );
+    for (const answer of answers) expect(answer).toMatch(/^HTTP\/1\.1 200 [^]*"status":"ok"/);
+    for (const spare of taken) spare.destroy();
+    // Each spare taken was dialed again.
+    let refilled: Socket | undefined;
+    for (let i = 0; i < 100 && !refilled; i++) {
+      refilled = api.services.sandboxLinks.spareFor(endpoint);
+      if (!refilled) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(refilled).toBeDefined();
+    refilled!.destroy();
+  });
+
   it("refuses a link without a known service key: 401, nothing registered", async () => {
     const before = api.services.sandboxLinks.known().sort();
     const unknown = `svc_sk_link-test-unknown-${randomUUID().replaceAll("-", "")}`;
@@ -207,6 +248,11 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
     expect(await dialLink(api.url, {})).toBe(401);
     expect(await dialLink(api.url, { authorization: "Bearer svc_not-a-service-key" })).toBe(401);
     expect(api.services.sandboxLinks.known().sort()).toEqual(before);
+    // A spare connection needs the same key, and a link of its sandbox up in this process.
+    expect(await dialSpare(api.url, unknown)).toBe(401);
+    const unlinked = sandbox(3);
+    api.services.sandboxLinks.expect(hashSecret(unlinked.key), unlinked.id);
+    expect(await dialSpare(api.url, unlinked.key)).toBe(409);
     // The right key is let in; a link that never speaks HTTP/2 replaces nothing.
     expect(await dialLink(api.url, { authorization: `Bearer ${a.key}` })).toBe(101);
     expect(await health(api.services.sandboxLinks.endpoint(a.id)!)).toMatchObject({ status: "ok" });
@@ -222,7 +268,15 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
     });
     servers.push(server);
     await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
-    // A raw connection, to see how it ends: a reset, never a FIN that would pass the answer off as whole.
+    // A connection over a spare ends as one to the daemon's own port would (the daemon's kernel sends a FIN).
+    const spare = api.services.sandboxLinks.spareFor(endpoint)!;
+    const spareEnded = new Promise((resolve) => spare.once("close", resolve));
+    spare.on("error", () => {});
+    spare.resume();
+    // A raw connection over a stream of the link (no spare left idle), to see how it ends: a reset, never a FIN that
+    // would pass the answer off as whole.
+    for (let idle = spare; idle; idle = api.services.sandboxLinks.spareFor(endpoint)!)
+      if (idle !== spare) idle.destroy();
     const raw = connect(Number(new URL(endpoint).port), "127.0.0.1");
     const headers = Object.entries(context(a)).map(([k, v]) => `${k}: ${v}\r\n`);
     raw.write(`GET /proxy/${port}/forever HTTP/1.1\r\nhost: sandbox\r\n${headers.join("")}\r\n`);
@@ -244,6 +298,7 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
     const started = Date.now();
     // The connection it carried is reset, and a new request is refused: neither waits.
     expect(await ending).toBe("ECONNRESET");
+    await spareEnded;
     await expect(fetch(`${endpoint}/svc/health`, { signal: AbortSignal.timeout(10_000) })).rejects.toThrow(
       /fetch failed/,
     );

@@ -94,7 +94,12 @@ export function routeRequest(head: TunnelHead, route: PreviewRoute): Admitted {
  * of each request being parsed, forwarded and its answer re-serialized here. Anything else, from the first
  * request that is not such a preview, is the full server's, as before.
  */
-export function tunnelPreviews(server: Server, admit: TunnelDeps["admit"]): void {
+export function tunnelPreviews(
+  server: Server,
+  admit: TunnelDeps["admit"],
+  /** An open connection to the daemon at this URL (a linked sandbox's spare), when one is idle. */
+  spareFor: (url: string) => Socket | undefined,
+): void {
   const listeners = server.listeners("connection") as ((socket: Socket) => void)[];
   server.removeAllListeners("connection");
   const fallback = (socket: Socket) => {
@@ -103,6 +108,7 @@ export function tunnelPreviews(server: Server, admit: TunnelDeps["admit"]): void
   server.on("connection", (socket: Socket) =>
     tunnelConnection(socket, {
       admit,
+      opened: (admitted) => spareFor(admitted.upstream),
       unreachable: (err) => rawErrorResponse(apiError("SANDBOX_UNREACHABLE", `sandbox unreachable: ${err.message}`)),
       fallback,
     }),

@@ -1,5 +1,5 @@
 import type { ClientHttp2Session } from "node:http2";
-import { createServer, isIPv6 } from "node:net";
+import { createServer, isIPv6, type Socket } from "node:net";
 import { SANDBOX_SERVICE_PORT } from "../../protocol/env.ts";
 import { spliceStreams } from "../../protocol/link-transport.ts";
 
@@ -15,8 +15,9 @@ export type Bridge = {
 };
 
 /**
- * A loopback listener standing in for one sandbox's daemon: each TCP connection accepted becomes a CONNECT stream
- * over the sandbox's link, spliced byte for byte, so fetch, undici's pools, http-proxy and the preview tunnel use
+ * A loopback listener standing in for one sandbox's daemon: each TCP connection accepted is joined to a spare
+ * connection the daemon dialed (`spare`, spares.ts) or, when none is idle, becomes a CONNECT stream over the
+ * sandbox's link, spliced byte for byte, so fetch, undici's pools, http-proxy and the preview tunnel use
  * the bridge's URL as they would the daemon's address. While the link is down a connection is reset at once, and
  * those it carried are reset as it drops (their streams die with its session): a caller learns that the sandbox
  * stopped answering, never waits on it. The port outlives the link's reconnects: a URL stored for it stays good.
@@ -28,12 +29,17 @@ export type Bridge = {
  * connection to the daemon's own port would: the daemon still checks its service key on /svc/ calls and the signed
  * user context on every other request.
  */
-export async function openBridge(host = "127.0.0.1"): Promise<Bridge> {
+export async function openBridge(
+  host = "127.0.0.1",
+  spare: () => Socket | undefined = () => undefined,
+): Promise<Bridge> {
   let session: ClientHttp2Session | undefined;
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
     socket.on("error", () => {});
     const live = session;
     if (!live || live.closed || live.destroyed) return void socket.resetAndDestroy();
+    const taken = spare();
+    if (taken) return joinSockets(socket, taken);
     let stream: ReturnType<ClientHttp2Session["request"]>;
     try {
       stream = live.request({ ":method": "CONNECT", ":authority": AUTHORITY });
@@ -64,4 +70,21 @@ export async function openBridge(host = "127.0.0.1"): Promise<Bridge> {
       server.close();
     },
   };
+}
+
+/** Joins two TCP connections both ways, a half-close passed on as one; one that fails resets the other. */
+function joinSockets(a: Socket, b: Socket): void {
+  for (const [from, to] of [
+    [a, b],
+    [b, a],
+  ] as const) {
+    from.pipe(to);
+    from.on("error", () => {});
+    from.on("close", (hadError) => {
+      if (to.destroyed) return;
+      if (hadError) to.resetAndDestroy();
+      else to.end(() => to.destroy());
+    });
+  }
+  b.resume();
 }

@@ -1,10 +1,12 @@
 import { type ClientHttp2Session, connect } from "node:http2";
+import type { Socket } from "node:net";
 import type { WebSocket } from "ws";
 import type { SandboxLinkPort } from "../../orchestrator/ports.ts";
 import { hashSecret } from "../../protocol/credential.ts";
 import { LINK_H2, linkStream } from "../../protocol/link-transport.ts";
 import { apiError } from "../errors.ts";
 import { type Bridge, openBridge } from "./bridge.ts";
+import { createSpares, type Spares } from "./spares.ts";
 
 /** How often the API pings each link; one ping unanswered by the next is a dead link (TCP may never say so). */
 const PING_MS = 15_000;
@@ -41,6 +43,12 @@ type Entry = {
   bridge: Bridge;
   /** Set once the daemon's HTTP/2 settings arrived: the link answers. */
   link: { ws: WebSocket; session: ClientHttp2Session } | undefined;
+  /** The daemon's idle spare connections: each the bridge's, or a preview tunnel's, in place of a stream. */
+  spares: Spares;
+  /** Links opened whose HTTP/2 session is not yet up: their daemon may dial spares already. */
+  attaching: number;
+  /** The hash of the service key the sandbox's link was last admitted with. */
+  keyHash?: string;
   waiters: Set<Waiter>;
   downSince: number;
 };
@@ -64,6 +72,8 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
   const expected = new Map<string, string>();
   const entries = new Map<string, Entry>();
   const opening = new Map<string, Promise<Entry>>();
+  /** Entries by their bridge's URL: what a sandbox's row, and so a preview's route, names it by. */
+  const byUrl = new Map<string, Entry>();
 
   /** The sandbox's entry, its bridge listening; one bridge per sandbox however many ask at once. */
   function ensure(sandboxId: string): Promise<Entry> {
@@ -71,9 +81,18 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     if (known) return Promise.resolve(known);
     let pending = opening.get(sandboxId);
     if (!pending) {
-      pending = openBridge(bridgeHost).then((bridge) => {
-        const entry: Entry = { bridge, link: undefined, waiters: new Set(), downSince: Date.now() };
+      const spares = createSpares();
+      pending = openBridge(bridgeHost, () => spares.take()).then((bridge) => {
+        const entry: Entry = {
+          bridge,
+          link: undefined,
+          spares,
+          attaching: 0,
+          waiters: new Set(),
+          downSince: Date.now(),
+        };
         entries.set(sandboxId, entry);
+        byUrl.set(bridge.url, entry);
         return entry;
       });
       opening.set(sandboxId, pending);
@@ -88,6 +107,8 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     const entry = entries.get(sandboxId);
     if (!entry) return;
     entries.delete(sandboxId);
+    byUrl.delete(entry.bridge.url);
+    entry.spares.close();
     entry.bridge.close();
     entry.link?.session.destroy();
     entry.link?.ws.terminate();
@@ -113,6 +134,12 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
       maxSessionMemory: LINK_H2.maxSessionMemory,
     });
     session.on("error", ignore);
+    entry.attaching += 1;
+    let attaching = true;
+    const settled = () => {
+      if (attaching) entry.attaching -= 1;
+      attaching = false;
+    };
     let answered = true;
     ws.on("pong", () => {
       answered = true;
@@ -123,9 +150,12 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
       ws.ping();
     }, pingMs);
     session.once("remoteSettings", () => {
+      settled();
       if (entries.get(sandboxId) !== entry) return void ws.terminate();
       session.setLocalWindowSize(LINK_H2.sessionWindow);
       const previous = entry.link;
+      // The replaced daemon's spares (a frozen one's would take requests and never answer) go with its link.
+      if (previous) entry.spares.close();
       entry.link = { ws, session };
       entry.bridge.use(session);
       previous?.ws.terminate();
@@ -135,11 +165,13 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     // The bridge lets go of the session before its streams close, so it can tell them cut off rather than ended.
     const down = () => {
       clearInterval(pinger);
+      settled();
       // Replaced by a newer link, or forgotten: nothing of this sandbox went down.
       if (entries.get(sandboxId) === entry && entry.link?.session === session) {
         entry.link = undefined;
         entry.downSince = Date.now();
         entry.bridge.use(undefined);
+        entry.spares.close();
         deps.log("sandbox link down", { sandbox: sandboxId });
         deps.onUnlinked?.(sandboxId);
       }
@@ -190,11 +222,37 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     async admit(serviceKey: string): Promise<string | undefined> {
       const hash = hashSecret(serviceKey);
       const sandboxId = expected.get(hash) ?? (await deps.sandboxByKey(hash));
-      if (sandboxId) await ensure(sandboxId);
+      if (sandboxId) (await ensure(sandboxId)).keyHash = hash;
       return sandboxId;
     },
 
+    /**
+     * The sandbox whose link, up or coming up here, was admitted with `serviceKey`: a spare's, known without the
+     * database; undefined for any other key, which `admit` then tells apart.
+     */
+    linkedBy(serviceKey: string): string | undefined {
+      const hash = hashSecret(serviceKey);
+      for (const [sandboxId, entry] of entries)
+        if (entry.keyHash === hash && (entry.link || entry.attaching > 0)) return sandboxId;
+      return undefined;
+    },
+
     attach,
+
+    /**
+     * Holds a spare connection of `sandboxId`'s daemon (its upgrade answered here); false when its link is not up
+     * in this process (a spare that reached another replica is of no use there) or it holds enough.
+     */
+    park(sandboxId: string, socket: Socket): boolean {
+      const entry = entries.get(sandboxId);
+      return entry && (entry.link || entry.attaching > 0) ? entry.spares.park(socket) : false;
+    },
+
+    /** A spare connection to the daemon whose endpoint here is `url`, if one is idle: a socket as a dial gives. */
+    spareFor(url: string): Socket | undefined {
+      const entry = byUrl.get(url);
+      return entry?.link ? entry.spares.take() : undefined;
+    },
 
     /** Sandboxes with an endpoint here, linked now or waiting for their daemon to dial (again). */
     known: (): string[] => [...entries.keys()],

@@ -1,0 +1,106 @@
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
+import type { Socket } from "node:net";
+import { SANDBOX_SPARE_UPGRADE } from "../protocol/sandbox-link.ts";
+
+/** Spares kept dialed while the link is up at first: enough for a page's first few connections. */
+export const SPARES = 4;
+/** What `more` grows the spares to at most, below what the API holds (api/sandbox-links/spares.ts MAX_SPARES). */
+export const MOST_SPARES = 24;
+/** A spare the API closed unused (it restarted, say) is dialed again after this long, not in a tight loop. */
+const REDIAL_MS = 1_000;
+
+export type SparesDeps = {
+  /** The link's URL (ws:// or wss://): spares go where the link went, so they reach the same API replica. */
+  url: string;
+  serviceKey: string;
+  /** Takes a spare the API started using as a connection of the daemon's own server. */
+  accept: (socket: Socket) => void;
+};
+
+/**
+ * Keeps SPARES spare connections dialed to the API while the link is up: plain TCP connections the API takes, one
+ * per connection it would have opened to the daemon, so a preview's bytes go through no framing at either end (the
+ * link's HTTP/2 streams cost a preview a third of its throughput). A spare is the daemon's server's from the API's
+ * first byte on, and another is dialed in its place. The link stays the way in for everything else: when no spare
+ * is left, the API opens a stream over the link instead, which is the daemon's sign (`more`) to keep one more
+ * spare from then on. A spare refused (another replica, no link there) stops the dialing until the next link.
+ */
+export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
+  let count = SPARES;
+  const url = new URL(deps.url);
+  url.protocol = url.protocol === "wss:" ? "https:" : "http:";
+  const request = url.protocol === "https:" ? httpsRequest : httpRequest;
+  const idle = new Set<Socket>();
+  let dialing = 0;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+
+  function fill(): void {
+    while (!stopped && idle.size + dialing < count) dial();
+  }
+
+  function dial(): void {
+    dialing += 1;
+    const req = request(url, {
+      agent: false,
+      headers: { authorization: `Bearer ${deps.serviceKey}`, connection: "Upgrade", upgrade: SANDBOX_SPARE_UPGRADE },
+    });
+    let settled = false;
+    const settle = () => {
+      const first = !settled;
+      settled = true;
+      if (first) dialing -= 1;
+      return first;
+    };
+    req.on("upgrade", (_res, socket: Socket, head: Buffer) => {
+      settle();
+      if (stopped) return void socket.destroy();
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, 30_000);
+      idle.add(socket);
+      const take = (first: Buffer) => {
+        idle.delete(socket);
+        socket.off("close", dropped);
+        socket.pause();
+        socket.unshift(first);
+        deps.accept(socket);
+        socket.resume();
+        fill();
+      };
+      const dropped = () => {
+        idle.delete(socket);
+        if (stopped) return;
+        clearTimeout(timer);
+        timer = setTimeout(fill, REDIAL_MS);
+      };
+      socket.on("error", () => socket.destroy());
+      socket.once("close", dropped);
+      if (head.length) take(head);
+      else socket.once("data", take);
+    });
+    // An answer that is no upgrade is a refusal: this link's replica takes no spares, so none are dialed till the next.
+    req.on("response", (res) => {
+      res.resume();
+      if (settle()) stopped = true;
+    });
+    req.on("error", () => {
+      if (settle() && !stopped) timer = setTimeout(fill, REDIAL_MS);
+    });
+    req.end();
+  }
+
+  fill();
+  return {
+    more() {
+      count = Math.min(count + 1, MOST_SPARES);
+      fill();
+    },
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      for (const socket of idle) socket.destroy();
+      idle.clear();
+    },
+  };
+}
