@@ -9,6 +9,12 @@ export const SPARES = 4;
 export const MOST_SPARES = 24;
 /** A spare the API closed unused (it restarted, say) is dialed again after this long, not in a tight loop. */
 const REDIAL_MS = 1_000;
+/**
+ * Refusals in a row before the daemon stops dialing spares until its next link. A name several API replicas answer
+ * to (compose mode's alias) sends each dial to any of them, and only the one holding the link takes spares.
+ */
+const MAX_REFUSALS = 12;
+const REFUSED_DELAY_MS = 100;
 
 export type SparesDeps = {
   /** The link's URL (ws:// or wss://): spares go where the link went, so they reach the same API replica. */
@@ -24,7 +30,8 @@ export type SparesDeps = {
  * link's HTTP/2 streams cost a preview a third of its throughput). A spare is the daemon's server's from the API's
  * first byte on, and another is dialed in its place. The link stays the way in for everything else: when no spare
  * is left, the API opens a stream over the link instead, which is the daemon's sign (`more`) to keep one more
- * spare from then on. A spare refused (another replica, no link there) stops the dialing until the next link.
+ * spare from then on. A spare refused (it reached another replica than the link's) is dialed again shortly, up to
+ * MAX_REFUSALS in a row, after which none are until the next link.
  */
 export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
   let count = SPARES;
@@ -33,11 +40,18 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
   const request = url.protocol === "https:" ? httpsRequest : httpRequest;
   const idle = new Set<Socket>();
   let dialing = 0;
+  let refusals = 0;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
 
   function fill(): void {
     while (!stopped && idle.size + dialing < count) dial();
+  }
+
+  /** One timer at a time brings the spares back up after a refusal, an error or a spare closed unused. */
+  function refill(): void {
+    timer = undefined;
+    fill();
   }
 
   function dial(): void {
@@ -55,6 +69,7 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
     };
     req.on("upgrade", (_res, socket: Socket, head: Buffer) => {
       settle();
+      refusals = 0;
       if (stopped) return void socket.destroy();
       socket.setNoDelay(true);
       socket.setKeepAlive(true, 30_000);
@@ -70,22 +85,23 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
       };
       const dropped = () => {
         idle.delete(socket);
-        if (stopped) return;
-        clearTimeout(timer);
-        timer = setTimeout(fill, REDIAL_MS);
+        if (!stopped && !timer) timer = setTimeout(refill, REDIAL_MS);
       };
       socket.on("error", () => socket.destroy());
       socket.once("close", dropped);
       if (head.length) take(head);
       else socket.once("data", take);
     });
-    // An answer that is no upgrade is a refusal: this link's replica takes no spares, so none are dialed till the next.
+    // An answer that is no upgrade is a refusal.
     req.on("response", (res) => {
       res.resume();
-      if (settle()) stopped = true;
+      if (!settle() || stopped) return;
+      refusals += 1;
+      if (refusals >= MAX_REFUSALS) stopped = true;
+      else if (!timer) timer = setTimeout(refill, REFUSED_DELAY_MS);
     });
     req.on("error", () => {
-      if (settle() && !stopped) timer = setTimeout(fill, REDIAL_MS);
+      if (settle() && !stopped && !timer) timer = setTimeout(refill, REDIAL_MS);
     });
     req.end();
   }

@@ -10,10 +10,10 @@ describe("sandbox links", () => {
     expect(sandboxLinkUrl("https://svc.example.com/base/")).toBe("wss://svc.example.com/base/svc/v1/sandbox-link");
   });
 
-  it("are a stack setting, direct until the suite is green with dial-out", () => {
+  it("are a stack setting, dial-out unless set to direct", () => {
     expect(stackSetting("SVC_SANDBOX_LINK")).toMatchObject({ kind: "choice", secret: false });
-    expect(StackEnv.parse({}).SVC_SANDBOX_LINK).toBe("direct");
-    expect(StackEnv.parse({ SVC_SANDBOX_LINK: "dial-out" }).SVC_SANDBOX_LINK).toBe("dial-out");
+    expect(StackEnv.parse({}).SVC_SANDBOX_LINK).toBe("dial-out");
+    expect(StackEnv.parse({ SVC_SANDBOX_LINK: "direct" }).SVC_SANDBOX_LINK).toBe("direct");
     expect(StackEnv.safeParse({ SVC_SANDBOX_LINK: "dialout" }).success).toBe(false);
   });
 });

@@ -278,8 +278,8 @@ export const STACK_SETTINGS = [
   setting(
     "SVC_SANDBOX_LINK",
     "choice",
-    SandboxLinkMode.default("direct"),
-    "how the API reaches sandboxes' daemons: direct dials each container's address; dial-out has each daemon open a link to the API (SVC_SANDBOX_API_ORIGIN) that the API's requests travel over, so no route into a sandbox is needed",
+    SandboxLinkMode.default("dial-out"),
+    "how the API reaches sandboxes' daemons: dial-out (the default) has each daemon open a link to the API (SVC_SANDBOX_API_ORIGIN) that the API's requests travel over, so no route into a sandbox is needed; direct dials each container's address",
   ),
   setting(
     "SVC_LINK_BRIDGE_HOST",

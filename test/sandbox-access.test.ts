@@ -68,7 +68,9 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     const logs = await run(["sessions", "logs", id]);
     expect(logs.code, logs.stderr).toBe(0);
     expect(logs.stdout).toMatch(/^svc-entrypoint: starting svc-agent$/m);
-    expect(logs.stdout).toMatch(/^svc-agent: listening on 0\.0\.0\.0:8000$/m);
+    // The daemon listens on the sandbox's loopback only: the API reaches it over the link it dialed.
+    expect(logs.stdout).toMatch(/^svc-agent: listening on 127\.0\.0\.1:8000$/m);
+    expect(logs.stdout).toMatch(/^svc-agent: link up: ws:\/\/host\.docker\.internal:\d+\/svc\/v1\/sandbox-link$/m);
 
     const follow = execa(process.execPath, [BIN, "sessions", "logs", id, "-f", "--json"], { env, reject: false });
     let out = "";

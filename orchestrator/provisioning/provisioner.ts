@@ -40,7 +40,7 @@ export type ProvisionerSettings = {
   defaultAgent: string;
   /** Warm sandboxes kept per project with recent sessions (SVC_POOL_SIZE); 0 or absent: none. */
   poolSize?: number;
-  /** How the API reaches daemons (SVC_SANDBOX_LINK); absent: direct. `dial-out` needs `links` in the deps. */
+  /** How the API reaches daemons (SVC_SANDBOX_LINK); absent: dial-out, which needs `links` in the deps. */
   sandboxLink?: SandboxLinkMode;
 };
 
@@ -104,7 +104,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
   const { records, driver, settings } = deps;
   // Sessions this process is provisioning right now: the reconciler leaves them alone.
   const inFlight = new Set<string>();
-  const reach = sandboxReach(settings.sandboxLink ?? "direct", settings.sandboxApiOrigin, deps.links);
+  const reach = sandboxReach(settings.sandboxLink ?? "dial-out", settings.sandboxApiOrigin, deps.links);
 
   const envFor: WarmPoolDeps["envFor"] = (project, session, credentials, egress) =>
     sandboxEnv({

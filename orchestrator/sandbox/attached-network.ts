@@ -117,7 +117,7 @@ export function attachedNetworking(options: {
   }
 
   return {
-    async place(owner, _port, egress = "open") {
+    async place(owner, egress = "open") {
       const name = sandboxOwnNetworkName(owner.sandboxId);
       const internal = egress === "proxy";
       let id = (await networksNamed(docker, name))[0];

@@ -35,7 +35,6 @@ const LOG_CONFIG: Docker.HostConfig["LogConfig"] = {
 function hostConfig(placement: SandboxPlacement, limits: SandboxLimits): Docker.HostConfig {
   return {
     NetworkMode: placement.networkId,
-    PortBindings: placement.portBindings,
     ExtraHosts: [`host.docker.internal:${placement.hostAddress}`],
     Memory: limits.memoryBytes,
     NanoCpus: limits.nanoCpus,
@@ -49,30 +48,15 @@ function hostConfig(placement: SandboxPlacement, limits: SandboxLimits): Docker.
   };
 }
 
-function addressesOfInspect(raw: Docker.ContainerInspectInfo): ContainerAddresses {
-  const published = new Map<number, number>();
-  for (const [key, bindings] of Object.entries(raw.NetworkSettings?.Ports ?? {})) {
-    const host = bindings?.[0]?.HostPort;
-    if (host) published.set(Number.parseInt(key, 10), Number(host));
-  }
-  const networks = Object.fromEntries(
-    Object.entries(raw.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, n.IPAddress]),
-  );
-  return { published, networks };
-}
-
-function addressesOfListing(c: Docker.ContainerInfo): ContainerAddresses {
-  const published = new Map(c.Ports.filter((p) => p.PublicPort).map((p) => [p.PrivatePort, p.PublicPort]));
-  const networks = Object.fromEntries(
-    Object.entries(c.NetworkSettings?.Networks ?? {}).map(([name, n]) => [name, n.IPAddress]),
-  );
-  return { published, networks };
+function addressesOf(c: Docker.ContainerInspectInfo | Docker.ContainerInfo): ContainerAddresses {
+  const networks: Record<string, { IPAddress: string }> = c.NetworkSettings?.Networks ?? {};
+  return { networks: Object.fromEntries(Object.entries(networks).map(([name, n]) => [name, n.IPAddress])) };
 }
 
 export function createDockerDriver(options: {
   docker?: Docker;
   servicePort: number;
-  /** How sandboxes meet the API: one shared bridge with loopback ports by default (an API on the host). */
+  /** How sandboxes meet the API: one shared bridge by default (an API on the host). */
   networking?: SandboxNetworking;
 }): SandboxDriver {
   const docker = options.docker ?? new Docker();
@@ -120,20 +104,20 @@ export function createDockerDriver(options: {
       return docker.createContainer({ ...spec, Labels: { ...spec.Labels, [PORT_LABEL]: String(reachedOn) } });
     };
     try {
-      return (await createOn(await networking.place(owner, reachedOn, egress))).id;
+      return (await createOn(await networking.place(owner, egress))).id;
     } catch (err) {
       if (statusOf(err) !== 404 || !/network/i.test((err as Error).message)) {
         await networking.release(owner.sandboxId).catch(() => {});
         throw err;
       }
       networking.forget(owner);
-      return (await createOn(await networking.place(owner, reachedOn, egress))).id;
+      return (await createOn(await networking.place(owner, egress))).id;
     }
   }
 
   /** The build's fences, on a network that exists: a build names it by id, and one pruned meanwhile is made again. */
   async function fencesFor(sandbox: NonNullable<ImageBuild["sandbox"]>) {
-    const placement = await networking.place(sandbox.owner, options.servicePort);
+    const placement = await networking.place(sandbox.owner);
     const exists = await docker
       .getNetwork(placement.networkId)
       .inspect()
@@ -146,7 +130,7 @@ export function createDockerDriver(options: {
       );
     if (exists) return buildFences(placement, sandbox.limits);
     networking.forget(sandbox.owner);
-    return buildFences(await networking.place(sandbox.owner, options.servicePort), sandbox.limits);
+    return buildFences(await networking.place(sandbox.owner), sandbox.limits);
   }
 
   function createSandbox(spec: SandboxSpec): Promise<string> {
@@ -181,7 +165,7 @@ export function createDockerDriver(options: {
   async function inspect(id: string): Promise<ContainerInfo | undefined> {
     try {
       const raw = await docker.getContainer(id).inspect();
-      return toInfo(raw.Id, raw.Name, raw.State.Running, raw.Config.Labels, addressesOfInspect(raw));
+      return toInfo(raw.Id, raw.Name, raw.State.Running, raw.Config.Labels, addressesOf(raw));
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw err;
@@ -228,7 +212,7 @@ export function createDockerDriver(options: {
         // installation's label is no caller's to remove.
         return list
           .filter((c) => c.Labels[OWNER_LABELS.sandboxId] || c.Labels[APP_LABELS.deployId])
-          .map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOfListing(c)));
+          .map((c) => toInfo(c.Id, c.Names[0] ?? "", c.State === "running", c.Labels, addressesOf(c)));
       },
 
       async diskUsage(installationId: string) {

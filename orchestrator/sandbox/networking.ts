@@ -6,33 +6,34 @@ export const NETWORK_LABEL = "dev.svc.network";
 
 /** Where a container's daemon can be reached, as the engine reports it in an inspect or a listing. */
 export type ContainerAddresses = {
-  /** Published ports: container port -> host port (loopback). */
-  published: Map<number, number>;
   /** Address on each network the container joined, by network name. */
   networks: Record<string, string>;
 };
 
-/** What the sandbox joins, decided per sandbox: the network, how the host is named inside, and port publishing. */
+/**
+ * What the sandbox joins, decided per sandbox: the network and how the host is named inside. No port is published:
+ * the API reaches a container at its own address, or (SVC_SANDBOX_LINK=dial-out, the default) over the link its
+ * daemon opens.
+ */
 export type SandboxPlacement = {
   networkId: string;
   hostAddress: string;
-  portBindings?: Record<string, { HostIp: string; HostPort: string }[]>;
 };
 
 /**
  * How sandboxes meet the API. Two layouts:
  * - shared (shared-network.ts): the API runs on the host; all of an installation's sandboxes join one bridge with no
- *   inter-container traffic, and each daemon is published on the host's loopback.
+ *   inter-container traffic, which the host reaches at each container's own address.
  * - attached (attached-network.ts): the API runs in a container; each sandbox gets a small network of its own
  *   that the API containers join, so they reach its daemon directly and nothing else shares it.
  * Either way a sandbox reaches the API and the outside world, never another sandbox.
  */
 export type SandboxNetworking = {
   /**
-   * Where the container joins; `port` is the one the API reaches it on (the daemon's, or an app's). `proxy` egress:
-   * a network with no route out (Docker's internal bridge), whose only way out is the API's egress proxy.
+   * Where the container joins. `proxy` egress: a network with no route out (Docker's internal bridge), whose only
+   * way out is the API's egress proxy.
    */
-  place(owner: NetworkOwner, port: number, egress?: SandboxEgress): Promise<SandboxPlacement>;
+  place(owner: NetworkOwner, egress?: SandboxEgress): Promise<SandboxPlacement>;
   /** The placement's network vanished (`docker network prune`): forget what was cached about it. */
   forget(owner: NetworkOwner): void;
   /** The daemon's URL as this API process reaches it, or null when it has none (not running). */

@@ -34,7 +34,7 @@ export const internalNetworkName = (installation: string) => `${NETWORK_PREFIX}$
 const networkName = (installation: string, egress: SandboxEgress) =>
   egress === "proxy" ? internalNetworkName(installation) : sandboxNetworkName(installation);
 
-/** The layout for an API on the host: one shared bridge, daemons published on the host's loopback. */
+/** The layout for an API on the host: one shared bridge, each container reached at its own address. */
 export function sharedNetworking(options: {
   docker: Docker;
   /** Awaited each time a network is found or made, before a sandbox joins it: the API listens on its host
@@ -119,28 +119,24 @@ export function sharedNetworking(options: {
   }
 
   return {
-    async place(owner, port, egress = "open"): Promise<SandboxPlacement> {
+    async place(owner, egress = "open"): Promise<SandboxPlacement> {
       const network = await ensureNetwork(owner.installationId, egress);
       return {
         networkId: network.id,
         // The host as this network sees it, not the default bridge's gateway: the API listens there even when it
         // listens on loopback only otherwise.
         hostAddress: network.hostAddress,
-        portBindings: { [`${port}/tcp`]: [{ HostIp: "127.0.0.1", HostPort: "" }] },
       };
     },
     forget: (owner) => {
       networks.delete(sandboxNetworkName(owner.installationId));
       networks.delete(internalNetworkName(owner.installationId));
     },
-    // The container's own address on the bridge, straight from the host: no docker-proxy process in the path
-    // (it cost a preview a quarter of its throughput). The loopback port stays for an engine whose bridge the host
-    // cannot route to.
+    // The container's own address on the bridge, straight from the host: no port published, so no docker-proxy
+    // process in the path (it cost a preview a quarter of its throughput).
     endpoint(addresses, servicePort) {
       const own = Object.entries(addresses.networks).find(([name, ip]) => name.startsWith(NETWORK_PREFIX) && ip);
-      if (own) return `http://${own[1]}:${servicePort}`;
-      const port = addresses.published.get(servicePort);
-      return port ? `http://127.0.0.1:${port}` : null;
+      return own ? `http://${own[1]}:${servicePort}` : null;
     },
     release: async () => {},
     sharedNetworks: async (installationId) =>

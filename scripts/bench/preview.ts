@@ -1,5 +1,6 @@
 import type Docker from "dockerode";
 import type { DaemonHealth } from "../../protocol/daemon.ts";
+import type { SandboxLinkMode } from "../../protocol/sandbox-link.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { call, seedUser, startApi } from "../harness/api-server.ts";
 import { freshDatabase } from "../harness/databases.ts";
@@ -12,73 +13,33 @@ import { roundsSummary } from "./stats.ts";
 const ROUNDS = 3;
 const ROUND_S = 2;
 
-/**
- * A page's requests through a preview link (API, then the sandbox daemon) against the same app reached directly
- * at the container's address: what the whole preview chain costs per request.
- */
-async function benchPreview(
-  docker: Docker,
-  containerId: string,
-  apiUrl: string,
-  sessionPath: string,
-  token: string,
-  daemon: { url: string; serviceKey: string; userId: string; projectId: string; sessionId: string },
-) {
-  const app = await docker.getContainer(containerId).exec({
-    Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('ok')).listen(3000)"],
-  });
-  await app.start({ Detach: true });
-  const ip = Object.values((await docker.getContainer(containerId).inspect()).NetworkSettings.Networks)[0]!.IPAddress;
-  const link = (await call(apiUrl, "POST", `${sessionPath}/previews`, { token, body: { port: 3000 } })).body;
-  const preview = new URL(link.url);
-  const grant = preview.searchParams.get("svc_preview");
-  // The preview's own host, asked at the API's address: `*.localhost` is loopback to browsers, not to autocannon.
-  const through = `${apiUrl}/asset.js`;
-  const previewHeaders = { host: preview.host, cookie: `svc_preview=${grant}` };
-  await waitUntilUp(`http://${ip}:3000/`);
-  const direct = await load(`http://${ip}:3000/`);
-  // The daemon's own preview route, as the API calls it: its figure is the one the API's must approach.
-  const context = signUserContext(daemon.serviceKey, {
-    user_id: daemon.userId,
-    project_id: daemon.projectId,
-    session_id: daemon.sessionId,
-    exp: Math.floor(Date.now() / 1000) + 3600,
-  });
-  // The two take turns, a round each at a time: load from anything else on the machine then falls on both sides
-  // of the ratio alike instead of on whichever ran during it.
-  const ownRounds: Awaited<ReturnType<typeof load>>[] = [];
-  const proxiedRounds: Awaited<ReturnType<typeof load>>[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    ownRounds.push(
-      await load(`${daemon.url}/proxy/3000/asset.js`, {
-        headers: { [USER_CONTEXT_HEADER]: context },
-        duration: ROUND_S,
-      }),
-    );
-    proxiedRounds.push(await load(through, { headers: previewHeaders, duration: ROUND_S }));
-  }
-  const own = roundsSummary(ownRounds);
-  const proxied = roundsSummary(proxiedRounds);
-  const share = proxied.rps / own.rps;
-  const added = proxied.p50 - own.p50;
-  return {
-    ok: share >= 0.75 && added <= 1,
-    line:
-      `preview link through the API: ${Math.round(proxied.rps)} req/s (p50 ${proxied.p50} ms) = ${(share * 100).toFixed(0)}% of the daemon's own /proxy/3000 ${Math.round(own.rps)} req/s (p50 ${own.p50} ms), p50 added ${added} ms | target >= 75%, <= 1 ms` +
-      ` (the app at the container's address: ${Math.round(direct.requests.average)} req/s)`,
-  };
-}
+type PreviewStack = {
+  ip: string;
+  /** The API's preview of port 3000: the URL asked (the API's address) and the headers that make it the preview. */
+  through: { url: string; headers: Record<string, string> };
+  /** The daemon's own /proxy/3000, as the API calls it, where the daemon's port can be reached (direct only). */
+  own: { url: string; headers: Record<string, string> };
+  close(): Promise<void>;
+};
 
 /**
- * The preview figure on its own (`npm run bench -- preview`): an API with one running sandbox, no model, so the
- * proxy can be measured in seconds rather than after the session-start runs.
+ * An API with one running sandbox, no model, whose daemon it reaches `link`-wise, and an app on the sandbox's port
+ * 3000 answering a page.
  */
-export async function benchPreviewAlone() {
-  const docker = await requireDocker();
+async function previewStack(docker: Docker, link: SandboxLinkMode): Promise<PreviewStack> {
   const db = await freshDatabase("pglite");
   const port = await freePort();
-  const api = await startApi(db.sql, { host: "0.0.0.0", port, orchestrator: orchestratorFor(port) });
+  const api = await startApi(db.sql, {
+    host: "0.0.0.0",
+    port,
+    orchestrator: orchestratorFor(port, { sandboxLink: link }),
+  });
   let projectId: string | undefined;
+  const close = async () => {
+    await api.close();
+    await removeProjectContainers(docker, projectId, api.services.installationId);
+    await db.drop();
+  };
   try {
     const user = await seedUser(api.services);
     const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "bench" } })).body;
@@ -102,16 +63,79 @@ export async function benchPreviewAlone() {
       if (health.agent.state !== "starting") break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    await new Promise((r) => setTimeout(r, 1000));
-    return await benchPreview(docker, container!.Id, api.url, `${sessionPath}/${sessionId}`, user.token, {
-      ...target,
-      userId: user.userId,
-      projectId: project.id,
-      sessionId,
+    const app = await docker.getContainer(container!.Id).exec({
+      Cmd: ["/opt/svc/bin/node", "-e", "require('http').createServer((q,s)=>s.end('ok')).listen(3000)"],
     });
+    await app.start({ Detach: true });
+    const ip = Object.values((await docker.getContainer(container!.Id).inspect()).NetworkSettings.Networks)[0]!
+      .IPAddress;
+    await waitUntilUp(`http://${ip}:3000/`);
+    const preview = new URL(
+      (await call(api.url, "POST", `${sessionPath}/${sessionId}/previews`, { token: user.token, body: { port: 3000 } }))
+        .body.url,
+    );
+    const context = signUserContext(target.serviceKey, {
+      user_id: user.userId,
+      project_id: project.id,
+      session_id: sessionId,
+      exp: Math.floor(Date.now() / 1000) + 3600,
+    });
+    return {
+      ip,
+      // The preview's own host, asked at the API's address: `*.localhost` is loopback to browsers, not to autocannon.
+      through: {
+        url: `${api.url}/asset.js`,
+        headers: { host: preview.host, cookie: `svc_preview=${preview.searchParams.get("svc_preview")}` },
+      },
+      own: { url: `${target.url}/proxy/3000/asset.js`, headers: { [USER_CONTEXT_HEADER]: context } },
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/**
+ * A page's requests through a preview link (API, then the sandbox daemon over the link it dialed: the default)
+ * against the daemon's own /proxy route reached at its port, which only a `direct` sandbox opens; the same through
+ * an API that dials the daemon, and the app at the container's address, for scale. `npm run bench -- preview`.
+ */
+export async function benchPreviewAlone() {
+  const docker = await requireDocker();
+  const stacks: PreviewStack[] = [];
+  try {
+    const direct = await previewStack(docker, "direct");
+    stacks.push(direct);
+    const linked = await previewStack(docker, "dial-out");
+    stacks.push(linked);
+    await new Promise((r) => setTimeout(r, 1000));
+    const app = await load(`http://${direct.ip}:3000/`);
+    // Each path once before the rounds: the JIT warm, and the link's spares grown to the load's 16 connections.
+    await load(direct.own.url, { headers: direct.own.headers, duration: 1 });
+    await load(linked.through.url, { headers: linked.through.headers, duration: 1 });
+    await load(direct.through.url, { headers: direct.through.headers, duration: 1 });
+    // They take turns, a round each at a time: load from anything else on the machine then falls on every side of
+    // the ratios alike instead of on whichever ran during it.
+    type Round = Awaited<ReturnType<typeof load>>;
+    const rounds = { own: [] as Round[], linked: [] as Round[], direct: [] as Round[] };
+    for (let i = 0; i < ROUNDS; i++) {
+      rounds.own.push(await load(direct.own.url, { headers: direct.own.headers, duration: ROUND_S }));
+      rounds.linked.push(await load(linked.through.url, { headers: linked.through.headers, duration: ROUND_S }));
+      rounds.direct.push(await load(direct.through.url, { headers: direct.through.headers, duration: ROUND_S }));
+    }
+    const own = roundsSummary(rounds.own);
+    const overLink = roundsSummary(rounds.linked);
+    const dialed = roundsSummary(rounds.direct);
+    const share = overLink.rps / own.rps;
+    const added = overLink.p50 - own.p50;
+    return {
+      ok: share >= 0.75 && added <= 1,
+      line:
+        `preview link through the API over the daemon's link: ${Math.round(overLink.rps)} req/s (p50 ${overLink.p50} ms) = ${(share * 100).toFixed(0)}% of the daemon's own /proxy/3000 ${Math.round(own.rps)} req/s (p50 ${own.p50} ms), p50 added ${added} ms | target >= 75%, <= 1 ms` +
+        ` (an API dialing the daemon: ${Math.round(dialed.rps)} req/s = ${((dialed.rps / own.rps) * 100).toFixed(0)}%; the app at the container's address: ${Math.round(app.requests.average)} req/s)`,
+    };
   } finally {
-    await api.close();
-    await removeProjectContainers(docker, projectId, api.services.installationId);
-    await db.drop();
+    for (const stack of stacks.reverse()) await stack.close();
   }
 }

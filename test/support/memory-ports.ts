@@ -570,6 +570,8 @@ export function memoryProvisionerDeps(
       llm: { baseUrl: "http://gateway.invalid/v1", apiKey: "sk-llm-gateway-secret", model: "gw-model" },
       defaultAgent: "build",
       poolSize: 0,
+      // The in-memory driver's sandboxes answer at their endpoint; sandbox-reach.test.ts drives the dial-out links.
+      sandboxLink: "direct",
       ...over.settings,
     },
     installationId: "inst",
