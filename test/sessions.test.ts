@@ -89,7 +89,11 @@ describe("sessions on real Docker", () => {
     expect(inspect.HostConfig.CapDrop).toContain("ALL");
     // No port published: the API reaches the daemon over the link it dialed (DESIGN: "Beyond one host").
     expect(inspect.HostConfig.PortBindings ?? {}).toEqual({});
-    expect(Object.values(inspect.NetworkSettings.Ports ?? {}).flat().filter(Boolean)).toEqual([]);
+    expect(
+      Object.values(inspect.NetworkSettings.Ports ?? {})
+        .flat()
+        .filter(Boolean),
+    ).toEqual([]);
     expect(inspect.HostConfig.Memory).toBeGreaterThan(0);
 
     const health = await (await fetch(`${session.sandbox_url}/svc/health`)).json();

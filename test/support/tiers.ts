@@ -52,6 +52,7 @@ export const API_TIER = [
   "test/git-children.test.ts",
   "test/sandbox-clone.test.ts",
   "test/sandbox-link.test.ts", // the daemon as a local process dialing the API's link; a ws echo server on loopback
+  "test/link-spares.test.ts", // a daemon's spare connections against a stand-in API on loopback
   "test/sandbox-link-replicas.test.ts", // two APIs on one PostgreSQL database behind the real edge, daemons dialing it
   "test/git-http.test.ts",
   "test/github-app.test.ts",

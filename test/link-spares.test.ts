@@ -1,0 +1,95 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { keepSpares, SPARES } from "../daemon/link-spares.ts";
+import { SANDBOX_LINK_PATH, SANDBOX_SPARE_UPGRADE } from "../protocol/sandbox-link.ts";
+
+/**
+ * A daemon's spare connections against a stand-in API on loopback that answers each spare's upgrade as `answer`
+ * says: held (101) or refused (409), as an API replica without the sandbox's link refuses it.
+ */
+async function standInApi(answer: (n: number) => "hold" | "refuse") {
+  const upgrades: IncomingMessage[] = [];
+  const held: Socket[] = [];
+  const server: Server = createServer();
+  server.on("upgrade", (req, socket: Socket) => {
+    upgrades.push(req);
+    if (answer(upgrades.length) === "refuse") {
+      socket.end("HTTP/1.1 409 Conflict\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+      return;
+    }
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${SANDBOX_SPARE_UPGRADE}\r\n\r\n`,
+    );
+    held.push(socket);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const url = `ws://127.0.0.1:${(server.address() as AddressInfo).port}${SANDBOX_LINK_PATH}?replica=10.0.0.2`;
+  return { server, url, upgrades, held };
+}
+
+const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("a daemon's spare connections (daemon/link-spares.ts)", () => {
+  const cleanups: (() => void)[] = [];
+  afterEach(() => {
+    for (const cleanup of cleanups.splice(0)) cleanup();
+  });
+
+  it("dials its spares to the link's URL with its key, and hands one to its server at the API's first byte", async () => {
+    const api = await standInApi(() => "hold");
+    const accepted: Buffer[] = [];
+    const spares = keepSpares({
+      url: api.url,
+      serviceKey: "svc_sk_spare-test",
+      accept: (socket) => socket.once("data", (chunk: Buffer) => accepted.push(chunk)),
+    });
+    cleanups.push(
+      () => spares.stop(),
+      () => api.server.close(),
+    );
+    for (let i = 0; i < 100 && api.held.length < SPARES; i++) await settle(20);
+    expect(api.held).toHaveLength(SPARES);
+    for (const req of api.upgrades) {
+      expect(req.url).toBe(`${SANDBOX_LINK_PATH}?replica=10.0.0.2`);
+      expect(req.headers.authorization).toBe("Bearer svc_sk_spare-test");
+      expect(req.headers.upgrade).toBe(SANDBOX_SPARE_UPGRADE);
+    }
+    // The first byte the API sends reaches the daemon's server whole, and another spare is dialed in its place.
+    api.held[0]!.write("GET /svc/health HTTP/1.1\r\n\r\n");
+    for (let i = 0; i < 100 && (accepted.length === 0 || api.held.length <= SPARES); i++) await settle(20);
+    expect(Buffer.concat(accepted).toString()).toBe("GET /svc/health HTTP/1.1\r\n\r\n");
+    expect(api.held).toHaveLength(SPARES + 1);
+    // A stream over the link (no spare was idle) keeps one more from then on.
+    spares.more();
+    for (let i = 0; i < 100 && api.held.length < SPARES + 2; i++) await settle(20);
+    expect(api.held).toHaveLength(SPARES + 2);
+  });
+
+  it("dials a refused spare again (another replica got it), and stops after twelve refusals in a row", async () => {
+    // Refused three times, then held: the spares come up all the same.
+    const flaky = await standInApi((n) => (n <= 3 ? "refuse" : "hold"));
+    const kept = keepSpares({ url: flaky.url, serviceKey: "svc_sk_spare-test", accept: () => {} });
+    cleanups.push(
+      () => kept.stop(),
+      () => flaky.server.close(),
+    );
+    for (let i = 0; i < 100 && flaky.held.length < SPARES; i++) await settle(20);
+    expect(flaky.held).toHaveLength(SPARES);
+
+    const refusing = await standInApi(() => "refuse");
+    const given = keepSpares({ url: refusing.url, serviceKey: "svc_sk_spare-test", accept: () => {} });
+    cleanups.push(
+      () => given.stop(),
+      () => refusing.server.close(),
+    );
+    for (let i = 0; i < 150 && refusing.upgrades.length < 12; i++) await settle(20);
+    // Dials already under way when the twelfth refusal came may still arrive; then none, however long it waits.
+    await settle(500);
+    const dialed = refusing.upgrades.length;
+    expect(dialed).toBeGreaterThanOrEqual(12);
+    expect(dialed).toBeLessThan(12 + SPARES);
+    await settle(1500);
+    expect(refusing.upgrades).toHaveLength(dialed);
+  });
+});
