@@ -73,6 +73,9 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
       if (stopped) return void socket.destroy();
       socket.setNoDelay(true);
       socket.setKeepAlive(true, 30_000);
+      // As the daemon's server's own connections are: the API's half-close (a tunnel draining before it hands the
+      // connection to its full server) must leave the answers still owed to be written, not end them.
+      socket.allowHalfOpen = true;
       idle.add(socket);
       const take = (first: Buffer) => {
         idle.delete(socket);
