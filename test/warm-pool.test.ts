@@ -31,7 +31,12 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
     )[0];
   /** A pooled sandbox that answers `ready`: what the next session claims. */
   const readyMember = () =>
-    readyPoolMember(sp.docker, sp.project.id, async (id) => (await sp.sessions(`/${id}`)).status === 200);
+    readyPoolMember(
+      sp.docker,
+      sp.project.id,
+      async (id) => (await sp.sessions(`/${id}`)).status === 200,
+      sp.api.services.sandboxLinks.endpoint,
+    );
   const running = (id: string) =>
     waitFor(
       `session ${id} running`,

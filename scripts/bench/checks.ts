@@ -28,7 +28,7 @@ export async function benchChecks() {
   const cr = (path: string, method = "GET", body?: unknown) =>
     call(api.url, method, `${crs}${path}`, { token: user.token, body });
   const taken = async (id: string) => (await stack.sessions(`/${id}`)).status === 200;
-  const warmPool = () => readyPoolMember(docker, project.id, taken);
+  const warmPool = () => readyPoolMember(docker, project.id, taken, api.services.sandboxLinks.endpoint);
   try {
     const repo = await workRepo(authedUrl(project.repo_url, user.token));
     await repo.git(["fetch", "-q", "origin", "main"]);

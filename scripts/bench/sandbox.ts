@@ -203,7 +203,12 @@ export async function benchSessionStart() {
   try {
     await pooled.sessions(`/${await pooled.startOne()}`, "DELETE"); // the first session asks for the pool
     const ready = () =>
-      readyPoolMember(docker, pooled.project.id, async (id) => (await pooled.sessions(`/${id}`)).status === 200);
+      readyPoolMember(
+        docker,
+        pooled.project.id,
+        async (id) => (await pooled.sessions(`/${id}`)).status === 200,
+        pooled.api.services.sandboxLinks.endpoint,
+      );
     warmRuns = await pooled.measure(ANSWERED, ANSWERED, ready);
   } finally {
     await pooled.close();

@@ -10,6 +10,8 @@ export async function readyPoolMember(
   docker: Docker,
   projectId: string,
   taken: (sessionId: string) => Promise<boolean>,
+  /** Where the API reaches a sandbox's daemon (its link's bridge): `api.services.sandboxLinks.endpoint`. */
+  endpointOf: (sandboxId: string) => string | undefined,
   timeoutMs = 240_000,
 ): Promise<PooledContainer> {
   const deadline = Date.now() + timeoutMs;
@@ -19,14 +21,9 @@ export async function readyPoolMember(
     })) as PooledContainer[];
     for (const c of pooled) {
       if (await taken(c.Labels["dev.svc.session"]!)) continue;
-      // The pool may remove it between the listing and this look (replaced, or claimed and gone).
-      const info = await docker
-        .getContainer(c.Id)
-        .inspect()
-        .catch(() => undefined);
-      if (!info) continue;
-      const ip = Object.values(info.NetworkSettings.Networks)[0]?.IPAddress;
-      const health = await fetch(`http://${ip}:8000/svc/health`).then(
+      const endpoint = endpointOf(c.Labels["dev.svc.sandbox"]!);
+      if (!endpoint) continue;
+      const health = await fetch(`${endpoint}/svc/health`).then(
         (r) => r.json() as Promise<{ pool?: string }>,
         () => undefined,
       );
