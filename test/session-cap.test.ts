@@ -38,6 +38,7 @@ const settings: SandboxSettings = {
   sessionCap: CAP,
   sandboxApiOrigin: "http://host.docker.internal:1",
   hostAlias: "host.docker.internal",
+  sandboxLink: "dial-out",
   provisionTimeoutMs: 600_000,
   limits: { memoryBytes: 1024 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 512 },
   llm: {},

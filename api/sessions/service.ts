@@ -28,9 +28,9 @@ export type SessionSettings = {
   defaultAgent: string;
   /**
    * SVC_SANDBOX_LINK. `dial-out`: commands run through the sandbox's daemon, over its link, for the engine that
-   * runs the sandbox may be out of reach (a Swarm task on another node); absent or `direct`: the engine's exec.
+   * runs the sandbox may be out of reach (a Swarm task on another node); `direct`: the engine's exec.
    */
-  sandboxLink?: SandboxLinkMode;
+  sandboxLink: SandboxLinkMode;
 };
 
 export type SessionServiceDeps = {

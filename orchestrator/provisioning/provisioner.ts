@@ -40,8 +40,8 @@ export type ProvisionerSettings = {
   defaultAgent: string;
   /** Warm sandboxes kept per project with recent sessions (SVC_POOL_SIZE); 0 or absent: none. */
   poolSize?: number;
-  /** How the API reaches daemons (SVC_SANDBOX_LINK); absent: dial-out, which needs `links` in the deps. */
-  sandboxLink?: SandboxLinkMode;
+  /** How the API reaches daemons (SVC_SANDBOX_LINK); `dial-out` needs `links` in the deps. */
+  sandboxLink: SandboxLinkMode;
 };
 
 /**
@@ -104,7 +104,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
   const { records, driver, settings } = deps;
   // Sessions this process is provisioning right now: the reconciler leaves them alone.
   const inFlight = new Set<string>();
-  const reach = sandboxReach(settings.sandboxLink ?? "dial-out", settings.sandboxApiOrigin, deps.links);
+  const reach = sandboxReach(settings.sandboxLink, settings.sandboxApiOrigin, deps.links);
 
   const envFor: WarmPoolDeps["envFor"] = (project, session, credentials, egress) =>
     sandboxEnv({

@@ -32,6 +32,7 @@ export function orchestratorFor(port: number, overrides: Partial<SandboxSettings
       sessionCap: 3,
       sandboxApiOrigin: `http://host.docker.internal:${port}`,
       hostAlias: "host.docker.internal",
+      sandboxLink: "dial-out",
       provisionTimeoutMs: 90_000,
       limits: { memoryBytes: 1024 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 512 },
       llm: {},

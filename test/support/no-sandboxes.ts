@@ -23,6 +23,7 @@ export const settings: SandboxSettings = {
   sessionCap: 100,
   sandboxApiOrigin: "http://host.docker.internal:1",
   hostAlias: "host.docker.internal",
+  sandboxLink: "dial-out",
   provisionTimeoutMs: 60_000,
   limits: { memoryBytes: 1024 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 512 },
   llm: {},
