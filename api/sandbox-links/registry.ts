@@ -54,6 +54,8 @@ type Entry = {
 };
 
 const ignore = () => {};
+/** An entry whose link is up, or coming up, takes its daemon's spares (which the daemon dials as the link opens). */
+const takesSpares = (entry: Entry) => entry.link !== undefined || entry.attaching > 0;
 
 /**
  * The sandboxes linked to this API process: each daemon's link (a WebSocket carrying an HTTP/2 session whose
@@ -233,7 +235,7 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     linkedBy(serviceKey: string): string | undefined {
       const hash = hashSecret(serviceKey);
       for (const [sandboxId, entry] of entries)
-        if (entry.keyHash === hash && (entry.link || entry.attaching > 0)) return sandboxId;
+        if (entry.keyHash === hash && takesSpares(entry)) return sandboxId;
       return undefined;
     },
 
@@ -245,7 +247,7 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
      */
     park(sandboxId: string, socket: Socket): boolean {
       const entry = entries.get(sandboxId);
-      return entry && (entry.link || entry.attaching > 0) ? entry.spares.park(socket) : false;
+      return entry && takesSpares(entry) ? entry.spares.park(socket) : false;
     },
 
     /** A spare connection to the daemon whose endpoint here is `url`, if one is idle: a socket as a dial gives. */
