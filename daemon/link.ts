@@ -1,6 +1,5 @@
 import { performServerHandshake, type ServerHttp2Stream } from "node:http2";
-import type { Socket } from "node:net";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { WebSocket } from "ws";
 import { LINK_H2, LINK_MAX_MESSAGE, linkStream, spliceStreams } from "../protocol/link-transport.ts";
 import { keepSpares } from "./link-spares.ts";
