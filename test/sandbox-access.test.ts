@@ -132,7 +132,6 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     const daemonUid = await run(["sessions", "exec", id, "--", "sh", "-c", "stat -c %u /proc/1"]);
     expect(where.stdout.split("\n")).toEqual(["/workspace", daemonUid.stdout.trim(), "cloned"]);
 
-    // The engine's own answer for a command it cannot start, as `docker exec` gives it.
     // A reader that leaves early ends the command's output as a pipeline's would.
     const svcCommand = [process.execPath, BIN, "sessions", "exec", id, "--", "yes"].join(" ");
     const piped = await execa("bash", ["-c", `set -o pipefail; ${svcCommand} | head -2`], { env, reject: false });
@@ -140,8 +139,9 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect(piped.exitCode).toBe(141);
     expect(piped.stderr).not.toMatch(/error|EPIPE/i);
 
+    // A command that cannot start exits as a shell says it: 127 for one not found (the daemon runs it).
     const missing = await run(["sessions", "exec", id, "--", "no-such-command"]);
-    expect(missing.code).toBe(126);
+    expect(missing.code).toBe(127);
     expect(missing.stdout + missing.stderr).toContain("no-such-command");
   });
 

@@ -114,6 +114,7 @@ export const DOCKER_TIER = [
   "test/self-host-stop.test.ts",
   "test/session-images.test.ts",
   "test/sessions.test.ts",
+  "test/sandbox-direct.test.ts", // SVC_SANDBOX_LINK=direct: a real sandbox reached at its address
   "test/sso.test.ts", // Chromium, a real OpenID provider (oidc-provider) on loopback
   "test/session-transcript.test.ts",
   "test/session-checkpoints.test.ts",
