@@ -234,8 +234,9 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
      */
     linkedBy(serviceKey: string): string | undefined {
       const hash = hashSecret(serviceKey);
-      for (const [sandboxId, entry] of entries)
+      for (const [sandboxId, entry] of entries) {
         if (entry.keyHash === hash && takesSpares(entry)) return sandboxId;
+      }
       return undefined;
     },
 
