@@ -47,8 +47,6 @@ type Entry = {
   spares: Spares;
   /** Links opened whose HTTP/2 session is not yet up: their daemon may dial spares already. */
   attaching: number;
-  /** The hash of the service key the sandbox's link was last admitted with. */
-  keyHash?: string;
   waiters: Set<Waiter>;
   downSince: number;
 };
@@ -76,6 +74,8 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
   const opening = new Map<string, Promise<Entry>>();
   /** Entries by their bridge's URL: what a sandbox's row, and so a preview's route, names it by. */
   const byUrl = new Map<string, Entry>();
+  /** The sandbox each admitted service key (by its hash) belongs to: a spare is told apart without the database. */
+  const admitted = new Map<string, string>();
 
   /** The sandbox's entry, its bridge listening; one bridge per sandbox however many ask at once. */
   function ensure(sandboxId: string): Promise<Entry> {
@@ -106,6 +106,7 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
 
   function forget(sandboxId: string): void {
     for (const [hash, id] of expected) if (id === sandboxId) expected.delete(hash);
+    for (const [hash, id] of admitted) if (id === sandboxId) admitted.delete(hash);
     const entry = entries.get(sandboxId);
     if (!entry) return;
     entries.delete(sandboxId);
@@ -224,7 +225,10 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
     async admit(serviceKey: string): Promise<string | undefined> {
       const hash = hashSecret(serviceKey);
       const sandboxId = expected.get(hash) ?? (await deps.sandboxByKey(hash));
-      if (sandboxId) (await ensure(sandboxId)).keyHash = hash;
+      if (sandboxId) {
+        await ensure(sandboxId);
+        admitted.set(hash, sandboxId);
+      }
       return sandboxId;
     },
 
@@ -233,11 +237,9 @@ export function createSandboxLinks(deps: SandboxLinksDeps) {
      * database; undefined for any other key, which `admit` then tells apart.
      */
     linkedBy(serviceKey: string): string | undefined {
-      const hash = hashSecret(serviceKey);
-      for (const [sandboxId, entry] of entries) {
-        if (entry.keyHash === hash && takesSpares(entry)) return sandboxId;
-      }
-      return undefined;
+      const sandboxId = admitted.get(hashSecret(serviceKey));
+      const entry = sandboxId === undefined ? undefined : entries.get(sandboxId);
+      return entry && takesSpares(entry) ? sandboxId : undefined;
     },
 
     attach,
