@@ -3,6 +3,7 @@ import { EventSourceParserStream } from "eventsource-parser/stream";
 import { z } from "zod";
 import { ACCOUNT_HEADER } from "../protocol/account.ts";
 import { ErrorBody } from "../protocol/errors.ts";
+import { textLines } from "../protocol/json-lines.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
 
 export type RequestOptions = { body?: unknown; query?: Record<string, string | undefined> };
@@ -120,14 +121,9 @@ export function createApiClient(options: {
   async function* jsonLines(path: string, query: Record<string, string | undefined>, signal: AbortSignal) {
     const res = await send("GET", path, { accept: "application/x-ndjson", query, signal });
     if (!res.ok) throw failure(res, await bodyJson(res));
-    const decoder = new TextDecoder();
-    let partial = "";
     try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        const lines = (partial + decoder.decode(chunk, { stream: true })).split("\n");
-        partial = lines.pop()!;
-        for (const line of lines) if (line) yield JSON.parse(line) as unknown;
-      }
+      for await (const line of textLines(res.body as unknown as AsyncIterable<Uint8Array>))
+        yield JSON.parse(line) as unknown;
     } catch (err) {
       if (!signal.aborted) throw new CliError(`the stream broke: ${(err as Error).message}`);
     }

@@ -8,6 +8,7 @@ import {
   SANDBOX_WORKSPACE,
 } from "../protocol/env.ts";
 import { SANDBOX_LINK_ENV } from "../protocol/sandbox-link.ts";
+import { SANDBOX_LOG_DIR } from "../protocol/sandbox-log.ts";
 
 const flag = z.enum(["0", "1"]).default("0");
 
@@ -51,6 +52,8 @@ const Env = z.object({
   /** Another agent runtime instead of opencode: a JSON array `["cmd", "arg", ...]` that serves on SVC_AGENT_PORT. */
   SVC_AGENT_COMMAND: z.string().optional(),
   SVC_OPENCODE_BIN: z.string().default("/opt/svc/bin/opencode"),
+  /** Where the sandbox's log keeper writes (images/sandbox/svc-entrypoint); overridable as the workspace is. */
+  SVC_LOG_DIR: z.string().default(SANDBOX_LOG_DIR),
 });
 
 export type DaemonConfig = ReturnType<typeof loadDaemonConfig>;
@@ -100,6 +103,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
     agentPort: e.SVC_AGENT_PORT,
     agentCommand,
     opencodeBin: e.SVC_OPENCODE_BIN,
+    logDir: e.SVC_LOG_DIR,
     /** The runtime's own providers (opencode's ids) whose key the project set as a secret (OPENAI_API_KEY...). */
     runtimeProviders: Object.entries(RUNTIME_PROVIDER_KEYS).flatMap(([key, id]) => (env[key] ? [id] : [])),
   };

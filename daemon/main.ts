@@ -16,6 +16,7 @@ import { startLink } from "./link.ts";
 import { modelFailure } from "./model-failure.ts";
 import { opencodeSpec } from "./opencode.ts";
 import { createRuntimeSupervisor, type RuntimeSpec } from "./runtime.ts";
+import { createSandboxLogReader } from "./sandbox-log.ts";
 import { createDaemonServer } from "./server.ts";
 import { type SessionEnv, withSessionEnv, writeSessionEnv } from "./session-env-plugin.ts";
 import { readTranscript } from "./transcript.ts";
@@ -211,6 +212,7 @@ async function daemon(): Promise<void> {
     log,
     // The engine cannot exec into a Swarm task on another node: the API runs commands through this daemon instead.
     exec: { agentHome: config.agentHome, env: process.env },
+    sandboxLog: createSandboxLogReader(config.logDir),
     control: {
       runtimeReady: () => runtime.status().state === "running",
       transcript: async (conversation) => ({ entries: await readTranscript(client, conversation) }),

@@ -1,11 +1,16 @@
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, get, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorBody } from "../protocol/errors.ts";
 import { signUserContext } from "../protocol/user-context.ts";
 import { createActivity } from "./activity.ts";
 import { daemonError } from "./errors.ts";
+import { createLogWriter } from "./log-writer.ts";
+import { createSandboxLogReader } from "./sandbox-log.ts";
 import { createDaemonServer } from "./server.ts";
 
 const KEY = "svc_sk_server-unit-test-key-0123456789";
@@ -48,6 +53,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
   let deadPort: number;
   const auth = { authorization: `Bearer ${KEY}` };
   const logged: string[] = [];
+  const logDir = mkdtempSync(join(tmpdir(), "svc-daemon-log-"));
 
   beforeAll(async () => {
     deadPort = await closedPort();
@@ -82,6 +88,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
         },
         env: async () => ({ names: [] }),
       },
+      sandboxLog: createSandboxLogReader(logDir),
     });
     base = `http://127.0.0.1:${await listen(daemon)}`;
   });
@@ -89,6 +96,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
     daemon?.closeAllConnections();
     daemon?.close();
     runtime?.close();
+    rmSync(logDir, { recursive: true, force: true });
   });
 
   it("control routes: unknown, wrong method, no key, bad body, too large", async () => {
@@ -159,6 +167,48 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
     expect(
       await errorOf(await fetch(`${base}/svc/egress-refused`, { method: "POST", body: JSON.stringify(refusal) })),
     ).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
+  });
+
+  it("the sandbox's log: 404 until a keeper writes one, the service key only, its tail, then what follows", async () => {
+    expect(await errorOf(await fetch(`${base}/svc/logs`, { headers: auth }))).toEqual({
+      status: 404,
+      code: "NOT_FOUND",
+      error: "this sandbox keeps no log of its own",
+    });
+    const writer = createLogWriter(logDir);
+    writer.write("stderr", Buffer.from("one\ntwo\nthree\n"));
+    expect(await errorOf(await fetch(`${base}/svc/logs`))).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
+    expect(await errorOf(await fetch(`${base}/svc/logs?tail=-1`, { headers: auth }))).toMatchObject({
+      status: 400,
+      code: "VALIDATION_FAILED",
+      field: "tail",
+    });
+    const tail = await fetch(`${base}/svc/logs?tail=2`, { headers: auth });
+    expect(tail.headers.get("content-type")).toBe("application/x-ndjson");
+    expect(
+      (await tail.text())
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).line),
+    ).toEqual(["two", "three"]);
+
+    const leave = new AbortController();
+    const followed = await fetch(`${base}/svc/logs?tail=1&follow=1`, { headers: auth, signal: leave.signal });
+    const reader = followed.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let got = "";
+    while (!got.includes("three")) got += (await reader.read()).value;
+    writer.write("stdout", Buffer.from("four\n"));
+    while (!got.includes("four")) got += (await reader.read()).value;
+    expect(
+      got
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l)),
+    ).toEqual([
+      { stream: "stderr", line: "three" },
+      { stream: "stdout", line: "four" },
+    ]);
+    leave.abort();
   });
 
   it("the event stream: 503 while the runtime boots, 502 when its stream fails", async () => {

@@ -19,6 +19,8 @@ import {
 } from "../protocol/daemon.ts";
 import { DAEMON_EXEC_PATH } from "../protocol/daemon-exec.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
+import { LogsQuery } from "../protocol/sandbox-access.ts";
+import { DAEMON_LOGS_PATH } from "../protocol/sandbox-log.ts";
 import type { RuntimeTranscript } from "../protocol/transcript.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
@@ -29,6 +31,7 @@ import { createExecUpgrade } from "./exec-socket.ts";
 import { isPageNavigation, sendWaitingPage } from "./port-waiting.ts";
 import { proxyTarget } from "./proxy-target.ts";
 import { handleConnection, upstreamError } from "./proxy-tunnel.ts";
+import { type SandboxLogReader, serveSandboxLog } from "./sandbox-log.ts";
 
 export type ControlHandlers = {
   health(): Promise<DaemonHealth>;
@@ -65,6 +68,8 @@ export type ServerDeps = {
    * sandbox's own environment. Absent: the daemon runs none (404).
    */
   exec?: { agentHome: string; env: NodeJS.ProcessEnv };
+  /** The sandbox's log its keeper writes (`GET /svc/logs`); absent or not kept: 404, and the API asks the engine. */
+  sandboxLog?: SandboxLogReader;
 };
 
 const MAX_CONTROL_BODY = 1 << 20;
@@ -157,6 +162,12 @@ export function createDaemonServer(deps: ServerDeps) {
         if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
         const conversation = new URL(req.url ?? "/", "http://daemon").searchParams.get("conversation") ?? undefined;
         return sendOk(res, await deps.control.transcript(conversation));
+      }
+      if (path === DAEMON_LOGS_PATH && req.method === "GET") {
+        if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
+        if (!deps.sandboxLog?.kept()) throw daemonError("NOT_FOUND", "this sandbox keeps no log of its own");
+        const query = parse(LogsQuery, Object.fromEntries(new URL(req.url ?? "/", "http://daemon").searchParams));
+        return await serveSandboxLog(req, res, deps.sandboxLog, query);
       }
       if (path === "/svc/events" && req.method === "GET") {
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);

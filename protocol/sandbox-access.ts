@@ -21,6 +21,7 @@ export const LogsQuery = z
     tail: z.coerce.number().int().min(0).max(100_000).optional(),
   })
   .strict();
+export type LogsQuery = z.infer<typeof LogsQuery>;
 
 export const EXEC_UPGRADE = "svc-exec";
 

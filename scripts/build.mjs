@@ -56,7 +56,7 @@ cpSync(new URL("api/install/served-install.sh", root), new URL(`${out}/served-in
 // Self-contained bundles for the sandbox image, which has node but no node_modules.
 await build({
   absWorkingDir: root.pathname,
-  entryPoints: { "svc-agent": "daemon/main.ts", svc: "cli/main.ts" },
+  entryPoints: { "svc-agent": "daemon/main.ts", "svc-log": "daemon/log-keeper.ts", svc: "cli/main.ts" },
   outdir: `${out}/sandbox`,
   outExtension: { ".js": ".mjs" },
   bundle: true,

@@ -104,6 +104,19 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect(tail.stdout.trim().split("\n")).toHaveLength(1);
   });
 
+  it("logs come from the sandbox's daemon over its link, not from the engine; the engine's log still has every line", async () => {
+    // A record only the keeper's file holds (PID 1 never wrote it): the daemon serves it, the engine never saw it.
+    const record = JSON.stringify({ stream: "stdout", line: "only in the kept log" });
+    const wrote = await run(["sessions", "exec", id, "--", "sh", "-c", `echo '${record}' >> /var/log/svc/log.jsonl`]);
+    expect(wrote.code, wrote.stderr).toBe(0);
+    expect((await run(["sessions", "logs", id])).stdout).toMatch(/^only in the kept log$/m);
+    const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${id}`] } });
+    const engine = await execa("docker", ["logs", container!.Id], { all: true });
+    expect(engine.all).not.toContain("only in the kept log");
+    // The keeper passes PID 1's output on: the engine's log has the daemon's lines as before.
+    expect(engine.all).toMatch(/^svc-agent: listening on 127\.0\.0\.1:8000$/m);
+  });
+
   it("exec streams stdout and stderr apart, passes stdin through and returns the command's exit code", async () => {
     const res = await run(["sessions", "exec", id, "--", "sh", "-c", "echo out; echo err >&2; exit 7"]);
     expect(res.code).toBe(7);

@@ -50,5 +50,16 @@ describe("sandboxes reached directly (SVC_SANDBOX_LINK=direct)", () => {
     // The engine's own answer for a command it cannot start, as `docker exec` gives it.
     const missing = await svc(["sessions", "exec", session.session_id, "--", "no-such-command"], { env: sp.cliEnv });
     expect(missing.code).toBe(126);
+    // The log is the engine's too: a record written to the kept log alone does not show.
+    const record = JSON.stringify({ stream: "stdout", line: "only in the kept log" });
+    await svc(
+      ["sessions", "exec", session.session_id, "--", "sh", "-c", `echo '${record}' >> /var/log/svc/log.jsonl`],
+      {
+        env: sp.cliEnv,
+      },
+    );
+    const logs = await svc(["sessions", "logs", session.session_id], { env: sp.cliEnv });
+    expect(logs.stdout).toMatch(/^svc-agent: listening on /m);
+    expect(logs.stdout).not.toContain("only in the kept log");
   });
 });

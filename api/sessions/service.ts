@@ -11,6 +11,7 @@ import type { PlanService } from "../plans/plans.ts";
 import type { Cipher } from "../secrets/cipher.ts";
 import type { createTtlCache } from "../ttl-cache.ts";
 import { daemonExec } from "./daemon-exec.ts";
+import { daemonLogs, type LogsOptions } from "./daemon-logs.ts";
 import type { SessionRecord, SessionStore } from "./store.ts";
 
 /**
@@ -206,8 +207,15 @@ export function createSessionService(deps: SessionServiceDeps) {
     },
 
     /** The sandbox's log (entrypoint, daemon, agent), secrets masked; `follow` until it stops or `signal`. */
-    async logs(project: Project, sessionId: string, options: { follow: boolean; tail?: number; signal: AbortSignal }) {
-      return deps.access.logs(await containerOf(project, sessionId), options);
+    async logs(project: Project, sessionId: string, options: LogsOptions) {
+      const container = await containerOf(project, sessionId);
+      // Over the link when there is one; a sandbox still starting, or whose daemon is gone, has the engine's log.
+      const target =
+        settings.sandboxLink === "dial-out"
+          ? await loadSandboxTarget(project, sessionId).catch(() => undefined)
+          : undefined;
+      const served = target && (await daemonLogs(target, options));
+      return deps.access.logs(container, options, served);
     },
 
     /** What masks the sandbox's secrets and credentials in what it printed. */

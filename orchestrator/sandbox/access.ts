@@ -51,12 +51,14 @@ export function createSandboxAccess(driver: ContainerVerbs) {
   return {
     masker,
 
+    /** `served`: the log as the sandbox's daemon served it, masked the same way; the engine's log otherwise. */
     async logs(
       containerId: string,
       options: { follow: boolean; tail?: number; signal: AbortSignal },
+      served?: AsyncIterable<SandboxLogLine>,
     ): Promise<AsyncIterable<SandboxLogLine>> {
       const mask = await masker(containerId);
-      const lines = await driver.logs(containerId, options);
+      const lines = served ?? (await driver.logs(containerId, options));
       return (async function* () {
         for await (const { stream, line } of lines) yield { stream, line: mask(line) };
       })();
