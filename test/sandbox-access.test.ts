@@ -115,6 +115,19 @@ describe("svc sessions logs, exec, shell and provisioning progress (real API, Do
     expect(engine.all).not.toContain("only in the kept log");
     // The keeper passes PID 1's output on: the engine's log has the daemon's lines as before.
     expect(engine.all).toMatch(/^svc-agent: listening on 127\.0\.0\.1:8000$/m);
+
+    // A daemon that does not answer (its sandbox frozen, its link not yet given up) leaves the log to the engine.
+    await execa("docker", ["pause", container!.Id]);
+    try {
+      const started = Date.now();
+      const frozen = await run(["sessions", "logs", id]);
+      expect(frozen.code, frozen.stderr).toBe(0);
+      expect(frozen.stdout).toMatch(/^svc-agent: listening on 127\.0\.0\.1:8000$/m);
+      expect(frozen.stdout).not.toContain("only in the kept log");
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      await execa("docker", ["unpause", container!.Id]);
+    }
   });
 
   it("exec streams stdout and stderr apart, passes stdin through and returns the command's exit code", async () => {

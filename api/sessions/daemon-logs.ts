@@ -2,6 +2,9 @@ import { textLines } from "../../protocol/json-lines.ts";
 import { SandboxLogLine } from "../../protocol/sandbox-access.ts";
 import { DAEMON_LOGS_PATH } from "../../protocol/sandbox-log.ts";
 
+/** How long the daemon may take to start answering. */
+const ANSWER_TIMEOUT_MS = 5000;
+
 export type LogsOptions = { follow: boolean; tail?: number; signal: AbortSignal };
 
 function parseLine(text: string): SandboxLogLine | undefined {
@@ -25,11 +28,19 @@ export async function daemonLogs(
 ): Promise<AsyncIterable<SandboxLogLine> | undefined> {
   const query = new URLSearchParams({ follow: options.follow ? "1" : "0" });
   if (options.tail !== undefined) query.set("tail", String(options.tail));
+  // A daemon that does not answer at once (frozen, its link half dead) leaves the log to the engine.
+  const asked = new AbortController();
+  const slow = setTimeout(() => asked.abort(), ANSWER_TIMEOUT_MS);
+  const leave = () => asked.abort();
+  options.signal.addEventListener("abort", leave, { once: true });
   const res = await fetch(`${target.url}${DAEMON_LOGS_PATH}?${query}`, {
     headers: { authorization: `Bearer ${target.serviceKey}` },
-    signal: options.signal,
-  }).catch(() => undefined);
+    signal: asked.signal,
+  })
+    .catch(() => undefined)
+    .finally(() => clearTimeout(slow));
   if (!res?.ok || !res.body) {
+    options.signal.removeEventListener("abort", leave);
     await res?.body?.cancel();
     return undefined;
   }
