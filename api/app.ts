@@ -544,7 +544,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   if (hostFirewall && !hostFirewall.enforced)
     app.log.warn(
       { reason: hostFirewall.reason },
-      "host firewall not installed: sandboxes reach every port of this host",
+      "host firewall not installed: this stack's containers reach every port of this host",
     );
   app.addHook("onClose", async () => {
     await services.orchestrator

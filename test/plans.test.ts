@@ -9,14 +9,17 @@ import { settings } from "./support/no-sandboxes.ts";
  * A driver whose sandboxes never come up: what builds or starts one never answers, so a started session stays
  * `provisioning`, holding its slot of the cap, for the rest of the file.
  */
-const stalling = new Proxy({ limitHost: async () => undefined, unlimitHost: async () => {} } as object, {
-  get: (target, name) =>
-    name in target
-      ? target[name as keyof typeof target]
-      : name === "then"
-        ? undefined
-        : async () => new Promise(() => {}),
-}) as SandboxDriver;
+const stalling = new Proxy(
+  { limitHost: async () => undefined, unlimitHost: async () => {}, unlistedEgress: async () => "open" } as object,
+  {
+    get: (target, name) =>
+      name in target
+        ? target[name as keyof typeof target]
+        : name === "then"
+          ? undefined
+          : async () => new Promise(() => {}),
+  },
+) as SandboxDriver;
 
 const PLANS = { free: { session_cap: 1 }, team: { session_cap: 2 } };
 

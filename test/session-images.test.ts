@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
-import { containerEnv, execIn } from "./support/docker.ts";
+import { bridgeGateway, containerEnv, execIn } from "./support/docker.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
@@ -132,9 +132,8 @@ describe("session images on real Docker", () => {
 
     // The build's default route and host alias are the sandbox's own: the gateway of the sandbox network.
     const sandboxGateway = defaultGateway(await read(sandbox, "/proc/net/route"));
-    const bridgeGateway = (await docker.getNetwork("bridge").inspect()).IPAM?.Config?.[0]?.Gateway;
     expect(sandboxGateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
-    expect(sandboxGateway).not.toBe(bridgeGateway);
+    expect(sandboxGateway).not.toBe(await bridgeGateway(docker));
     expect(defaultGateway(await read(sandbox, "/etc/svc-build-route"))).toBe(sandboxGateway);
     expect((await read(sandbox, "/etc/svc-build-host")).split(/\s+/)).toEqual([sandboxGateway, "host.docker.internal"]);
   });

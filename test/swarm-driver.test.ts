@@ -10,6 +10,7 @@ import { checkSwarm } from "../cli/commands/self-host/doctor.ts";
 import { OrchestratorError } from "../orchestrator/errors.ts";
 import type { SandboxDriver, SandboxExec, SandboxSpec } from "../orchestrator/sandbox/driver.ts";
 import { createSwarmDriver, type SwarmSettings } from "../orchestrator/sandbox/swarm-driver.ts";
+import { firewallChain } from "../protocol/host-firewall.ts";
 import { freePort } from "../scripts/harness/ports.ts";
 import { BASE_IMAGE, ROOT } from "./support/docker.ts";
 import { SWARM_STATE_DIR, useSwarm } from "./support/swarm.ts";
@@ -258,11 +259,30 @@ describe("the swarm sandbox driver on a one-node swarm", () => {
     await driver.remove(missing);
   });
 
-  it("is honest about the host: no firewall it can enforce, this node's gateway bridge as the sandboxes' door", async () => {
-    expect(await driver.limitHost({ installationId, holder: "7700", ports: [7700] })).toMatchObject({
-      enforced: false,
-      reason: expect.stringMatching(/overlay networks, which have no bridge of their own on the host/),
+  it("fences the host: sandboxes without a list go out through the proxy, builds behind this engine's firewall, apps refused", async () => {
+    // No firewall of ours reaches a Swarm node: a sandbox with no egress list gets an internal network too.
+    expect(await driver.unlistedEgress()).toBe("proxy");
+    const access = { installationId, holder: "7700", ports: [7700] };
+    expect(await driver.limitHost(access)).toEqual({ enforced: true });
+    const rules = async () => (await run("iptables", ["-w", "-S"])).stdout;
+    expect(await rules()).toContain(`-N ${firewallChain(installationId)}`);
+    await driver.unlimitHost(access);
+    expect(await rules()).not.toContain(`-N ${firewallChain(installationId)}`);
+
+    const before = (await swarm.docker().listServices()).length;
+    const app = driver.create({
+      name: "svc-swarmtest-app",
+      image: IMAGE,
+      env: {},
+      port: 3000,
+      owner: { installationId, projectId: "p", app: "web", deployId: "d" },
+      limits: LIMITS,
     });
+    await expect(app).rejects.toThrow(/\[\[apps\]\] do not run on the swarm driver yet/);
+    expect((await swarm.docker().listServices()).length).toBe(before);
+  });
+
+  it("names this node's gateway bridge as the sandboxes' door", async () => {
     const gwbridge = await swarm.docker().getNetwork("docker_gwbridge").inspect();
     expect(await driver.networks(installationId)).toEqual([
       { hostAddress: expect.stringMatching(/^\d+\.\d+\.\d+\.\d+$/), subnet: gwbridge.IPAM?.Config?.[0]?.Subnet },

@@ -7,7 +7,7 @@ import { createSwarmDriver } from "../orchestrator/sandbox/swarm-driver.ts";
 import { createSwarmRelay } from "../orchestrator/sandbox/swarm-relay.ts";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
-import { execIn } from "./support/docker.ts";
+import { bridgeGateway, execIn } from "./support/docker.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
@@ -160,19 +160,43 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
     expect(exec.code).toBe(3);
     expect(exec.stdout).toBe("from-a-swarm-task\n/root");
 
-    // The task's addresses: its own overlay network and the node's docker_gwbridge. Neither carries port 8000 to
-    // this host: the overlay has no route here, and the daemon listens on the sandbox's loopback only.
+    // The task's one address is on its own internal overlay network, which has no route here (nor a leg on the
+    // node's docker_gwbridge), and the daemon listens on the sandbox's loopback only.
     const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
     const gwbridge = await docker.getNetwork("docker_gwbridge").inspect();
-    const addresses = [
-      ...Object.values(container!.NetworkSettings.Networks).map((n) => n.IPAddress),
-      gwbridge.Containers?.[container!.Id]?.IPv4Address?.split("/")[0],
-    ].filter((a): a is string => Boolean(a));
-    expect(addresses.length).toBe(2);
-    for (const address of addresses) {
-      expect(await daemonAnswersAt(address), address).toBe(false);
-    }
+    expect(gwbridge.Containers?.[container!.Id]).toBeUndefined();
+    const addresses = Object.values(container!.NetworkSettings.Networks).map((n) => n.IPAddress);
+    expect(addresses).toHaveLength(1);
+    expect(await daemonAnswersAt(addresses[0]!), addresses[0]).toBe(false);
   }, 120_000);
+
+  it("a project with no egress list is fenced too: public hosts through the proxy only, no port of the node", async () => {
+    const [container] = await docker.listContainers({ filters: { label: [`dev.svc.session=${sessionId}`] } });
+    const [network] = Object.keys(container!.NetworkSettings.Networks);
+    expect((await docker.getNetwork(network!).inspect()).Internal).toBe(true);
+    const sh = async (command: string) => (await execIn(docker, container!.Id, ["bash", "-c", command])).out;
+    const local = createHttpServer((_req, res) => res.end("a server of the node\n"));
+    const port = await new Promise<number>((r) =>
+      local.listen(0, "0.0.0.0", () => r((local.address() as AddressInfo).port)),
+    );
+    try {
+      // The proxy takes any host of an open project, but one that resolves to this machine or a private network
+      // only when a list names it.
+      const refused = await sh(`curl -sS -m 10 --noproxy '' -w '\\n%{http_code}' http://node.localhost:${port}/`);
+      expect(refused).toMatch(/refused: it resolves to 127\.0\.0\.1, .*only an entry naming the host may reach/);
+      expect(refused.trim().split("\n").at(-1)).toBe("403");
+      const gateway = await bridgeGateway(docker);
+      const probes = [`host.docker.internal/${port}`, `${gateway}/${port}`, "1.1.1.1/80"];
+      const reach = await sh(
+        probes.map((t) => `(timeout 3 bash -c '</dev/tcp/${t}' 2>/dev/null && echo open || echo closed)`).join("; "),
+      );
+      expect(reach.trim().split("\n")).toEqual(["closed", "closed", "closed"]);
+    } finally {
+      local.close();
+    }
+    // Nothing is left unfenced, so the API says the host is closed to its sandboxes.
+    expect((await call(api.url, "GET", "/v1/health")).body.host_firewall).toEqual({ installed: true });
+  }, 60_000);
 
   it("a task killed under a session fails it within seconds and frees its slot for the next, which claims the warm pool's service", async () => {
     // The first session filled the project's pool: a service made and warmed before anyone asked for it.
@@ -274,7 +298,7 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
       expect(denied.trim().split("\n").at(-1)).toBe("403");
       expect(hits).toEqual(["allowed /a", "allowed /b"]);
       // Around the proxy there is nothing: no other port of the host, no host address, no outside address.
-      const gateway = (await docker.getNetwork("bridge").inspect()).IPAM?.Config?.[0]?.Gateway;
+      const gateway = await bridgeGateway(docker);
       const probes = [`host.docker.internal/${ports[1]}`, `${gateway}/${new URL(api.url).port}`, "1.1.1.1/80"];
       const reach = await sh(
         probes.map((t) => `(timeout 3 bash -c '</dev/tcp/${t}' 2>/dev/null && echo open || echo closed)`).join("; "),

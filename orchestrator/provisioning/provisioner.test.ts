@@ -4,6 +4,7 @@ import { createMemoryDriver } from "../../test/support/memory-driver.ts";
 import { memoryProject, memoryProvisionerDeps, memorySeal, memorySession } from "../../test/support/memory-ports.ts";
 import { waitFor } from "../../test/support/wait.ts";
 import { OrchestratorError } from "../errors.ts";
+import type { SandboxDriver } from "../sandbox/driver.ts";
 import { createProvisioner, type Provisioner } from "./provisioner.ts";
 
 const FITS = { baseRef: "main", agent: "build", model: null };
@@ -16,10 +17,10 @@ afterEach(async () => {
   vi.unstubAllGlobals();
 });
 
-function setup(poolSize = 0) {
+function setup(poolSize = 0, driver: Partial<SandboxDriver> = {}) {
   const mem = createMemoryDriver();
   vi.stubGlobal("fetch", mem.fetch);
-  const world = memoryProvisionerDeps(mem.driver, { settings: { poolSize } });
+  const world = memoryProvisionerDeps({ ...mem.driver, ...driver }, { settings: { poolSize } });
   const provisioner = createProvisioner(world.deps);
   provisioners.push(provisioner);
   const project = memoryProject();
@@ -99,6 +100,30 @@ describe("provisioner", () => {
     // Only pool members were ever created: the session got no container of its own.
     expect([...mem.containers(), ...mem.removed()].filter((c) => c.pool === null)).toEqual([]);
     expect(sandbox!.service_key_hash).toBe(hashSecret(warm!.env.SVC_TOKEN!));
+  });
+
+  it("a project with no egress list goes out as the driver says: through the API's proxy where the driver cannot fence the host", async () => {
+    const proxyOf = (env: Record<string, string>) => env.HTTPS_PROXY ?? null;
+    const open = setup();
+    const direct = open.newSession();
+    await open.provisioner.provision(open.project, direct, { cutBranch: true });
+    const plain = open.mem.sandboxOf({ sessionId: direct.session_id })!;
+    expect(plain.egress).toBe("open");
+    expect(proxyOf(plain.env)).toBeNull();
+    vi.unstubAllGlobals();
+
+    const fenced = setup(1, { unlistedEgress: async () => "proxy" });
+    expect(fenced.provisioner.reservePooled(fenced.project, FITS)).toBeUndefined();
+    await until("a warm sandbox", () => fenced.mem.pooled(fenced.project.id, "ready").length === 1);
+    const [warm] = fenced.mem.pooled(fenced.project.id, "ready");
+    const session = fenced.newSession();
+    await fenced.provisioner.provision(fenced.project, session, { cutBranch: true });
+    const cold = fenced.mem.sandboxOf({ sessionId: session.session_id })!;
+    for (const sandbox of [warm!, cold]) {
+      expect(sandbox.egress).toBe("proxy");
+      // Its own key is its proxy credential: the proxy knows it by that key.
+      expect(proxyOf(sandbox.env)).toContain(`:${sandbox.env.SVC_TOKEN}@`);
+    }
   });
 
   it("pooled: a reserved sandbox made before the secrets changed is removed and a cold one made for the same id", async () => {

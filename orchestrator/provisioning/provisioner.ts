@@ -126,9 +126,13 @@ export function createProvisioner(deps: ProvisionerDeps) {
       linkUrl: reach.linkUrl,
     });
 
+  /** A project's list sends its sandboxes through the API's proxy; without one, the driver says how they go out. */
+  const egressOf = async (project: Project): Promise<SandboxEgress> =>
+    (await deps.egress.proxied(project)) ? "proxy" : driver.unlistedEgress();
+
   const pool = createWarmPool({
     driver,
-    egress: deps.egress,
+    egressOf,
     repos: deps.repos,
     secrets: deps.secrets,
     platformImage: deps.platformImage,
@@ -199,7 +203,7 @@ export function createProvisioner(deps: ProvisionerDeps) {
       if (!baseSha) throw new Error(`base branch '${session.base_ref}' not found`);
       const secrets = await deps.secrets.values(project.id);
       credentials.push(...Object.values(secrets.values));
-      const egress: SandboxEgress = (await deps.egress.proxied(project)) ? "proxy" : "open";
+      const egress = await egressOf(project);
       // A pooled sandbox serves only if it still holds this base and these secrets; else it goes, and a cold one
       // is made for the same session id.
       if (member && (member.baseSha !== baseSha || member.secretsRevision !== secrets.revision)) {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createMemoryDriver, type MemoryDriver } from "../../test/support/memory-driver.ts";
-import { memoryEgress, memoryLog, memoryProject, memoryRepos, memorySecrets } from "../../test/support/memory-ports.ts";
+import { memoryLog, memoryProject, memoryRepos, memorySecrets } from "../../test/support/memory-ports.ts";
 import { waitFor } from "../../test/support/wait.ts";
 import { sandboxEnv } from "./sandbox-env.ts";
 import { BURST_HOLD_MS, BURST_WINDOW_MS, createWarmPool, type WarmPool } from "./warm-pool.ts";
@@ -25,7 +25,7 @@ function setup(size = 1, freeMemory = () => 64 * 2 ** 30) {
   const clock = { now: Date.now() };
   const pool = createWarmPool({
     driver: mem.driver,
-    egress: memoryEgress().port,
+    egressOf: async () => "open",
     repos: repos.port,
     secrets: secrets.port,
     platformImage: async () => "svc-sandbox:test",

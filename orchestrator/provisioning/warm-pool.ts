@@ -7,7 +7,7 @@ import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/en
 import type { Project } from "../../protocol/project.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
-import type { EgressPort, Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
+import type { Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
 import type { SandboxDriver, SandboxEgress, SandboxLimits } from "../sandbox/driver.ts";
 import { type SandboxReach, sandboxReach } from "./sandbox-reach.ts";
 import { readHealth, waitHealth } from "./wait-live.ts";
@@ -33,7 +33,8 @@ export type PoolMember = {
 
 export type WarmPoolDeps = {
   driver: SandboxDriver;
-  egress: EgressPort;
+  /** How a project's sandboxes go out (the provisioner's egressOf). */
+  egressOf: (project: Project) => Promise<SandboxEgress>;
   repos: RepositoryPort;
   secrets: SecretsPort;
   platformImage: () => Promise<string>;
@@ -206,7 +207,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
     const secrets = await deps.secrets.values(project.id);
     const serviceKey = newSecret(SERVICE_KEY_PREFIX);
     // Fixed with the default branch the member holds: a merge that changes the list replaces the member.
-    const egress: SandboxEgress = (await deps.egress.proxied(project)) ? "proxy" : "open";
+    const egress = await deps.egressOf(project);
     const env = deps.envFor(
       project,
       pooledSession(project, sessionId, settings.defaultAgent),

@@ -1,6 +1,13 @@
 import { randomInt } from "node:crypto";
 import type Docker from "dockerode";
-import { describeNetwork, NETWORK_LABEL, networksNamed, type SandboxNetworking, statusOf } from "./networking.ts";
+import {
+  describeNetwork,
+  NETWORK_LABEL,
+  networksNamed,
+  type SandboxNetworking,
+  statusOf,
+  toAddress,
+} from "./networking.ts";
 import { APP_LABELS, OWNER_LABELS } from "./owner-labels.ts";
 
 /** Each sandbox's network is a /28: its gateway, the sandbox and up to a dozen API replicas. */
@@ -21,8 +28,6 @@ function parsePool(cidr: string): { base: number; blocks: number } {
   const base = match.slice(1, 5).reduce((n, octet) => n * 256 + Number(octet), 0);
   return { base: base - (base % 2 ** (32 - bits)), blocks: 2 ** (BLOCK_BITS - bits) };
 }
-
-const toAddress = (n: number) => [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join(".");
 
 /**
  * The layout for an API that runs in a container (compose mode): every sandbox gets a bridge of its own, carved as a

@@ -312,6 +312,7 @@ export function createDockerDriver(options: {
       networks: (installationId: string) => networking.sharedNetworks(installationId),
       limitHost: (access) => networking.limitHost(access),
       unlimitHost: (access) => networking.unlimitHost(access),
+      unlistedEgress: async () => "open",
     },
     "the container engine",
   );

@@ -194,6 +194,12 @@ export type HostVerbs = {
   limitHost(access: HostAccess): Promise<HostAccessState | undefined>;
   /** The holder's ports close; once no holder is left the host is open to the sandboxes again (the API stopped). */
   unlimitHost(access: Pick<HostAccess, "installationId" | "holder">): Promise<void>;
+  /**
+   * How a sandbox whose project lists no egress goes out: `open` where `limitHost` closes the host's other ports to
+   * it; `proxy` on an engine whose hosts no firewall of ours reaches (Swarm's nodes), where the API's proxy lets it
+   * reach public hosts only.
+   */
+  unlistedEgress(): Promise<SandboxEgress>;
 };
 
 /** A module that needs only a part says so in its deps (ContainerVerbs, ImageVerbs, HostVerbs). */

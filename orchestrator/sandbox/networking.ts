@@ -49,6 +49,18 @@ export type SandboxNetworking = {
 
 export const statusOf = (err: unknown) => (err as { statusCode?: number }).statusCode;
 
+/** An IPv4 address from its 32-bit number. */
+export const toAddress = (n: number) => [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join(".");
+
+/** A subnet's first address: the gateway Docker gives a bridge whose IPAM names none (a new engine's `bridge`). */
+export const firstAddress = (subnet: string) =>
+  toAddress(
+    subnet
+      .split("/")[0]!
+      .split(".")
+      .reduce((n, octet) => n * 256 + Number(octet), 0) + 1,
+  );
+
 export type NetworkDescription = SandboxNetwork & {
   id: string;
   /** The host's interface for it: what the host firewall matches its traffic by. */

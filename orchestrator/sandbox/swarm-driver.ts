@@ -10,7 +10,7 @@ import { withOrchestratorErrors } from "./engine-errors.ts";
 import { statusOf } from "./networking.ts";
 import { APP_LABELS, OWNER_LABELS } from "./owner-labels.ts";
 import { createSwarmImages } from "./swarm-images.ts";
-import { createOwnNetwork, HOST_NOT_LIMITED, nodeNetworks, releaseOwnNetwork } from "./swarm-network.ts";
+import { createOwnNetwork, nodeNetworks, releaseOwnNetwork } from "./swarm-network.ts";
 import { createSwarmRelay, hostPortsOf } from "./swarm-relay.ts";
 import { currentTask, ENDED, type SwarmService, serviceSpec, toInfo } from "./swarm-services.ts";
 import { type SwarmNode, spreadConstraints } from "./swarm-spread.ts";
@@ -28,6 +28,10 @@ export const SwarmSettings = z.object({
   startTimeoutMs: z.number().int().positive().default(120_000),
 });
 export type SwarmSettings = z.input<typeof SwarmSettings>;
+
+const APPS_NOT_ON_SWARM =
+  "[[apps]] do not run on the swarm driver yet (SVC_SANDBOX_DRIVER=swarm): their ports need an address the API " +
+  "dials, and a Swarm task has none; sessions run";
 
 /** How often a followed log looks whether the task ended (its stream does not end by itself: Swarm keeps it open). */
 const FOLLOW_CHECK_MS = 1000;
@@ -96,14 +100,14 @@ export function createSwarmDriver(deps: {
   }
 
   async function create(spec: SandboxSpec | AppContainerSpec): Promise<string> {
-    const sandbox = "servicePort" in spec;
-    const owner: NetworkOwner = sandbox
-      ? spec.owner
-      : { installationId: spec.owner.installationId, sandboxId: spec.owner.deployId };
+    // An app's port would need an address the API dials, which no Swarm task has, and an open way out would reach
+    // its node's every port: refused before anything runs.
+    if (!("servicePort" in spec)) throw new OrchestratorError("SANDBOX_BACKEND_FAILED", APPS_NOT_ON_SWARM);
+    const owner: NetworkOwner = spec.owner;
     const image = await images.runnable(spec.image);
     await announceNetworks();
     const constraints = [...settings.constraints, ...(await spreading(owner.installationId))];
-    const egress = (sandbox && spec.egress) || "open";
+    const egress = spec.egress ?? "open";
     const networkId = await createOwnNetwork(docker, owner, egress);
     const leave = (network: string) => relay.leave(owner.installationId, network);
     try {
@@ -224,8 +228,11 @@ export function createSwarmDriver(deps: {
       // Not the installation's own networks (overlay networks have no host side): this node's docker_gwbridge,
       // through which its tasks reach the host (swarm-network.ts).
       networks: () => nodeNetworks(docker),
-      limitHost: async () => HOST_NOT_LIMITED,
-      unlimitHost: async () => {},
+      // Sandboxes are fenced by their internal networks whatever this host's firewall says; image builds run on this
+      // engine as the Docker driver's do, behind its firewall.
+      limitHost: (access) => local.limitHost(access),
+      unlimitHost: (access) => local.unlimitHost(access),
+      unlistedEgress: async () => "proxy",
     },
     "the swarm",
   );

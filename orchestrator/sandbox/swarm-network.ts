@@ -1,7 +1,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type Docker from "dockerode";
-import type { HostAccessState, NetworkOwner, SandboxEgress, SandboxNetwork } from "./driver.ts";
-import { NETWORK_LABEL, networksNamed, statusOf } from "./networking.ts";
+import type { NetworkOwner, SandboxEgress, SandboxNetwork } from "./driver.ts";
+import { firstAddress, NETWORK_LABEL, networksNamed, statusOf } from "./networking.ts";
 import { OWNER_LABELS } from "./owner-labels.ts";
 
 /**
@@ -94,8 +94,8 @@ export async function releaseOwnNetwork(
  * Sandboxes on other nodes reach the API at SVC_SANDBOX_API_ORIGIN or over their daemon's link, not here.
  */
 export async function nodeNetworks(docker: Docker): Promise<SandboxNetwork[]> {
-  const gateway = (info: Docker.NetworkInspectInfo | undefined) =>
-    info?.IPAM?.Config?.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
+  const ipv4 = (info: Docker.NetworkInspectInfo | undefined) =>
+    info?.IPAM?.Config?.find((c) => c.Subnet && !c.Subnet.includes(":"));
   const inspect = (name: string) =>
     docker
       .getNetwork(name)
@@ -105,17 +105,9 @@ export async function nodeNetworks(docker: Docker): Promise<SandboxNetwork[]> {
         throw err;
       }) as Promise<Docker.NetworkInspectInfo | undefined>;
   const [gwbridge, bridge] = await Promise.all([inspect(GWBRIDGE), inspect("bridge")]);
-  const from = gateway(gwbridge);
-  const hostAddress = gateway(bridge)?.Gateway;
+  const from = ipv4(gwbridge);
+  const own = ipv4(bridge);
+  const hostAddress = own && (own.Gateway ?? firstAddress(own.Subnet!));
   if (!from?.Subnet || !hostAddress) return [];
   return [{ hostAddress, subnet: from.Subnet }];
 }
-
-/** limitHost on Swarm: why the host's other ports cannot be closed to the installation's sandboxes. */
-export const HOST_NOT_LIMITED: HostAccessState = {
-  enforced: false,
-  reason:
-    "Swarm sandboxes run on overlay networks, which have no bridge of their own on the host: the host's firewall " +
-    "cannot tell this installation's tasks from any other task behind docker_gwbridge, and tasks on other nodes " +
-    "never pass this host's firewall",
-};

@@ -1,6 +1,6 @@
 import type Docker from "dockerode";
-import type { AppContainerSpec, ContainerInfo, SandboxLimits, SandboxSpec } from "./driver.ts";
-import { APP_LABELS, POOL_LABEL, toAppLabels, toAppOwner, toLabels, toOwner } from "./owner-labels.ts";
+import type { ContainerInfo, SandboxLimits, SandboxSpec } from "./driver.ts";
+import { APP_LABELS, POOL_LABEL, toAppOwner, toLabels, toOwner } from "./owner-labels.ts";
 
 /** The port the API reaches a container on, recorded at its creation (the Docker driver's label of the same name). */
 export const PORT_LABEL = "dev.svc.port";
@@ -47,14 +47,12 @@ const limitsOf = (limits: SandboxLimits): Docker.ResourceRequirements => ({
  * reconciler sees it and frees the session's slot), no published port (sandboxes are reached over their daemon's
  * own link), the owner's labels on the service and on its task's container alike.
  */
-export function serviceSpec(spec: SandboxSpec | AppContainerSpec, placement: ServicePlacement): Docker.ServiceSpec {
-  const sandbox = "servicePort" in spec;
+export function serviceSpec(spec: SandboxSpec, placement: ServicePlacement): Docker.ServiceSpec {
   const labels = {
-    ...(sandbox ? toLabels(spec.owner) : toAppLabels(spec.owner)),
-    ...(sandbox && spec.pool ? { [POOL_LABEL]: spec.pool } : {}),
-    [PORT_LABEL]: String(sandbox ? spec.servicePort : spec.port),
+    ...toLabels(spec.owner),
+    ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}),
+    [PORT_LABEL]: String(spec.servicePort),
   };
-  const command = !sandbox && spec.command ? { Command: ["sh", "-c"], Args: [spec.command] } : {};
   return {
     Name: spec.name,
     Labels: labels,
@@ -63,7 +61,6 @@ export function serviceSpec(spec: SandboxSpec | AppContainerSpec, placement: Ser
         Image: placement.image,
         Labels: labels,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        ...command,
         // host-gateway is the node's own docker0 address: the host the task runs on, as host.docker.internal is
         // for the Docker driver's containers. Swarm writes `IP name`. (Behind an internal network the name is the
         // relay's, resolved by the engine's DNS: swarm-relay.ts.)

@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import type { SandboxSettings } from "../../api/app.ts";
 import { createDockerDriver } from "../../orchestrator/sandbox/docker-driver.ts";
+import { firstAddress } from "../../orchestrator/sandbox/networking.ts";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BASE_IMAGE = process.env.SVC_SANDBOX_BASE_IMAGE ?? "svc-debian:bookworm";
@@ -77,6 +78,13 @@ export async function removeInstallationNetworks(docker: Docker, installation: s
       .remove()
       .catch(() => {});
   }
+}
+
+/** This host's address on the engine's default bridge: host.docker.internal of a container there. */
+export async function bridgeGateway(docker: Docker): Promise<string> {
+  const pool = (await docker.getNetwork("bridge").inspect()).IPAM?.Config?.find((c) => c.Subnet?.includes("."));
+  if (!pool?.Subnet) throw new Error("the engine's bridge network has no IPv4 subnet");
+  return pool.Gateway ?? firstAddress(pool.Subnet);
 }
 
 /** The env a sandbox container was created with, as a map. */

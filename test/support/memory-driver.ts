@@ -350,6 +350,8 @@ export function createMemoryDriver() {
       hostHolders.get(access.installationId)?.delete(access.holder);
     },
 
+    unlistedEgress: async () => "open" as const,
+
     async diskUsage(installationId: string) {
       return [...containers.values()]
         .filter((c) => c.kind === "sandbox" && c.running && c.owner.installationId === installationId)

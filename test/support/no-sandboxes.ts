@@ -7,16 +7,19 @@ import { type DatabaseKind, freshDatabase } from "./databases.ts";
  * A driver that runs no sandbox: the API gets its session service, and these tests move sessions through the
  * session store, the port the orchestrator moves them through.
  */
-export const noSandboxes = new Proxy({ limitHost: async () => undefined, unlimitHost: async () => {} } as object, {
-  get: (target, name) =>
-    name in target
-      ? target[name as keyof typeof target]
-      : name === "then"
-        ? undefined
-        : async () => {
-            throw new Error(`this test runs no sandboxes (${String(name)})`);
-          },
-}) as SandboxDriver;
+export const noSandboxes = new Proxy(
+  { limitHost: async () => undefined, unlimitHost: async () => {}, unlistedEgress: async () => "open" } as object,
+  {
+    get: (target, name) =>
+      name in target
+        ? target[name as keyof typeof target]
+        : name === "then"
+          ? undefined
+          : async () => {
+              throw new Error(`this test runs no sandboxes (${String(name)})`);
+            },
+  },
+) as SandboxDriver;
 
 /** Sandbox settings for an API over `noSandboxes`. */
 export const settings: SandboxSettings = {

@@ -29,7 +29,7 @@ function checkHostFirewall(firewall: ApiHealth["host_firewall"]): Check | undefi
   return {
     check,
     ok: false,
-    detail: `the host firewall is not installed (${firewall.reason ?? "no reason given"}): sandboxes reach every port of this machine`,
+    detail: `the host firewall is not installed (${firewall.reason ?? "no reason given"}): this stack's containers reach every port of this machine`,
   };
 }
 
