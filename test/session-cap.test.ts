@@ -16,7 +16,7 @@ prompt = "Upgrade the dependencies"
 `;
 
 /**
- * A driver that runs no sandbox and records every call: tearing down (remove) and the host firewall answer at once;
+ * A driver that runs no sandbox and records every call: tearing down (remove), the host firewall and egress answer at once;
  * anything that would build or start one (images, containers) never answers, so a session that got past the cap
  * stays `provisioning`, holding its slot, for the rest of the file.
  */
@@ -28,6 +28,7 @@ function recordingDriver(calls: string[]): SandboxDriver {
         ? undefined
         : async (...args: unknown[]) => {
             calls.push(`${String(name)}(${args.filter((a) => typeof a === "string").join(", ")})`);
+            if (name === "unlistedEgress") return "open";
             if (immediate.has(String(name))) return undefined;
             return new Promise(() => {});
           },
