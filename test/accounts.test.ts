@@ -5,14 +5,14 @@ import { csrfToken } from "../api/dashboard/browser-sessions.ts";
 import type { AuditEvent } from "../protocol/audit.ts";
 import { call, seedMember, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { type CliEnv, cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { noSandboxes, settings } from "./support/no-sandboxes.ts";
 
 type Person = Awaited<ReturnType<typeof seedUser>>;
 type Project = { id: string; slug: string; account_id: string; repo_url: string };
 
-describe.each(DATABASE_KINDS)("several accounts per person, each its own world (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("several accounts per person, each its own world (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   /** Owner of account A, admin in B (joined later: A stays her first). */

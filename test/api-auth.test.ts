@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { SERVICE_KEY_PREFIX } from "../protocol/token.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 
-describe.each(DATABASE_KINDS)("token model over HTTP (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("token model over HTTP (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let alice: Awaited<ReturnType<typeof seedUser>>;

@@ -15,7 +15,7 @@ import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { type ApiProcess, startApiProcess } from "./support/api-process.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc, svcTty } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 
 /** What a person reads of an entry: act, actor, resource and the names it keeps. */
@@ -27,7 +27,7 @@ const brief = (e: AuditEvent) => ({
   names: e.details.names,
 });
 
-describe.each(DATABASE_KINDS)("the audit log: who did what and when, never a value (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("the audit log: who did what and when, never a value (%s)", (kind) => {
   let db: TestDatabase | undefined;
   let api: ApiProcess;
   let home: string;
@@ -188,7 +188,7 @@ describe.each(DATABASE_KINDS)("the audit log: who did what and when, never a val
   });
 });
 
-describe.each(DATABASE_KINDS)("acts that no REST call makes, and the dashboard's (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("acts that no REST call makes, and the dashboard's (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 
-describe.each(DATABASE_KINDS)("change requests on a managed repository (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("change requests on a managed repository (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;

@@ -4,7 +4,7 @@ import { ChangeRequest } from "../protocol/change-request.ts";
 import { CrApproval, CrApprovalList } from "../protocol/cr-approval.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { type CliEnv, cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { landOnDefault } from "./support/land.ts";
 import { seedLiveSandbox } from "./support/sandbox-rows.ts";
@@ -77,7 +77,7 @@ async function approvalProject(api: TestApi) {
 }
 
 /** DESIGN "Teams": `[review] required_approvals`, `POST …/approve`, the merge gate's APPROVAL_REQUIRED. */
-describe.each(DATABASE_KINDS)("CR approvals (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("CR approvals (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let p: Awaited<ReturnType<typeof approvalProject>>;

@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 
 describe("SPEC CR rule 5: an open or closed CR reflects new commits pushed to the head branch afterwards", () => {
-  describe.each(DATABASE_KINDS)("%s", (kind) => {
+  describe.each(databaseKinds("postgres"))("%s", (kind) => {
     let db: TestDatabase;
     let api: TestApi;
     let user: Awaited<ReturnType<typeof seedUser>>;

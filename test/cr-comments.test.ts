@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CrComment, CrCommentList } from "../protocol/cr-comment.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 import { noSandboxes, settings } from "./support/no-sandboxes.ts";
 import { seedLiveSandbox } from "./support/sandbox-rows.ts";
@@ -17,7 +17,7 @@ const APP_EDITED = APP.replace("app line 10\n", "app line 10, edited\n");
  * with a session service whose driver runs no sandbox (a prompt's delivery there fails, and is recorded so).
  */
 describe("CR comments: general and line comments, who may write them, and prompts for the CR's agent", () => {
-  describe.each(DATABASE_KINDS)("%s", (kind) => {
+  describe.each(databaseKinds("pglite"))("%s", (kind) => {
     let db: TestDatabase;
     let api: TestApi;
     let user: Awaited<ReturnType<typeof seedUser>>;

@@ -3,10 +3,10 @@ import { parseManifest } from "../api/manifest/parse.ts";
 import { manifest as scaffoldManifest } from "../cli/scaffold/templates.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { type CliEnv, cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 
-describe.each(DATABASE_KINDS)("the manifest in force is the default branch's (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("the manifest in force is the default branch's (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { csrfToken } from "../api/dashboard/browser-sessions.ts";
 import { hashPassword } from "../api/people/passwords.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 
 /** An answer of the dashboard: its page, where it sends the browser, and the session cookie it sets. */
 type Page = { status: number; text: string; location: string | null; cookie: string | undefined };
@@ -13,7 +13,7 @@ type Page = { status: number; text: string; location: string | null; cookie: str
  * `POST /v1/auth/password`, rate-limited per email and per client address), members and roles, an account that keeps
  * an owner. Real HTTP; the dashboard's forms posted as a browser posts them.
  */
-describe.each(DATABASE_KINDS)("people: invites, passwords, members (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("people: invites, passwords, members (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let owner: Awaited<ReturnType<typeof seedUser>>;

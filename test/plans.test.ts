@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { settings } from "./support/no-sandboxes.ts";
 
@@ -23,7 +23,7 @@ const stalling = new Proxy(
 
 const PLANS = { free: { session_cap: 1 }, team: { session_cap: 2 } };
 
-describe.each(DATABASE_KINDS)("plans: each account's session cap (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("plans: each account's session cap (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let admin: Awaited<ReturnType<typeof seedUser>>;

@@ -5,7 +5,7 @@ import { SESSION_COOKIE } from "../api/dashboard/session-auth.ts";
 import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { TOKEN_PREFIX } from "../protocol/token.ts";
 import { call, seedMember, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 import { seedLiveSandbox } from "./support/sandbox-rows.ts";
 
@@ -16,7 +16,7 @@ type Person = { userId: string; accountId: string; token: string };
  * Viewer reads; member also opens and merges CRs and starts sessions; admin also sets secrets; a project token a
  * person minted acts as them, with their role; a sandbox's token never merges.
  */
-describe.each(DATABASE_KINDS)("roles on a project (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("roles on a project (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let owner: Person;

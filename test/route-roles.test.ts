@@ -7,7 +7,7 @@ import { csrfToken } from "../api/dashboard/browser-sessions.ts";
 import { SESSION_COOKIE } from "../api/dashboard/session-auth.ts";
 import type { AccountRole } from "../protocol/account.ts";
 import { call, seedMember, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { noSandboxes, settings } from "./support/no-sandboxes.ts";
 import { seedLiveSandbox } from "./support/sandbox-rows.ts";
 
@@ -46,7 +46,7 @@ const refusedForRole = (answer: Answer) =>
  * project's account; the answer is 403 FORBIDDEN_ROLE exactly for the roles below the line's (bodies are minimal
  * or invalid: past the role check, anything but that refusal will do). A line nobody can call here fails the test.
  */
-describe.each(DATABASE_KINDS)("every line of ROUTE_ROLES, for each role (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("every line of ROUTE_ROLES, for each role (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let projectId: string;

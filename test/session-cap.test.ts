@@ -4,7 +4,7 @@ import type { SandboxSettings } from "../api/app.ts";
 import { openSql, type Sql } from "../api/db/sql.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { waitFor } from "./support/wait.ts";
 
@@ -59,7 +59,7 @@ function expectCapMessage(message: string | null | undefined) {
   expect(message).toContain("svc sessions rm <id>");
 }
 
-describe.each(DATABASE_KINDS)("the session cap counts every start (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("the session cap counts every start (%s)", (kind) => {
   let db: TestDatabase;
   /** Two API processes on one database: the second on a connection pool of its own (PostgreSQL). */
   let apis: TestApi[];

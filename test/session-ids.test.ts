@@ -2,11 +2,11 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, type TestDatabase } from "./support/databases.ts";
 import { type TwoAccountApi, twoAccountApi } from "./support/no-sandboxes.ts";
 
 /** Any unique prefix of 6 or more characters of a session id is accepted where an id is (DESIGN). */
-describe.each(DATABASE_KINDS)("session id prefixes (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("session id prefixes (%s)", (kind) => {
   let stack: TwoAccountApi;
   let db: TestDatabase;
   let api: TestApi;

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, type Reply, type seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, type TestDatabase } from "./support/databases.ts";
 import { noSandboxes, settings, type TwoAccountApi, twoAccountApi } from "./support/no-sandboxes.ts";
 import { seedLiveSandbox } from "./support/sandbox-rows.ts";
 
 /** How often `svc sessions new` read a starting session before it waited on the API. */
 const CLI_POLL_MS = 250;
 
-describe.each(DATABASE_KINDS)("GET …/sessions/{sid}?wait_for=running (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("GET …/sessions/{sid}?wait_for=running (%s)", (kind) => {
   let stack: TwoAccountApi;
   let db: TestDatabase;
   let api: TestApi;

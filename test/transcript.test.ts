@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Transcript } from "../protocol/transcript.ts";
 import { call } from "./support/api-server.ts";
-import { DATABASE_KINDS } from "./support/databases.ts";
+import { databaseKinds } from "./support/databases.ts";
 import { type TwoAccountApi, twoAccountApi } from "./support/no-sandboxes.ts";
 
 const at = (s: number) => new Date(Date.UTC(2026, 10, 25, 12, 0, s)).toISOString();
 
-describe.each(DATABASE_KINDS)("session transcript store and route (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("session transcript store and route (%s)", (kind) => {
   let stack: TwoAccountApi;
   let sessionId: string;
   const read = (query = "", token = stack.alice.token, project = stack.aliceProject) =>

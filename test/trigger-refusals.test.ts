@@ -4,7 +4,7 @@ import { loadMigrations, migrate } from "../api/db/migrate.ts";
 import { createTriggerStore } from "../api/triggers/store.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { cliHome, svc } from "./support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { noSandboxes, settings } from "./support/no-sandboxes.ts";
 
@@ -20,7 +20,7 @@ prompt = "Tidy the README"
 `;
 const CAP_MESSAGE = "may run 1 sessions at once";
 
-describe.each(DATABASE_KINDS)("a trigger's last_fired_at moves only when a session started (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("a trigger's last_fired_at moves only when a session started (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;
@@ -153,7 +153,7 @@ describe.each(DATABASE_KINDS)("a trigger's last_fired_at moves only when a sessi
   });
 });
 
-describe.each(DATABASE_KINDS)("migration 0020 on trigger state written before it (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("migration 0020 on trigger state written before it (%s)", (kind) => {
   let db: TestDatabase;
 
   afterAll(async () => {

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "./support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 
-describe.each(DATABASE_KINDS)("usage: sandbox-seconds and sessions per project per day (%s)", (kind) => {
+describe.each(databaseKinds("postgres"))("usage: sandbox-seconds and sessions per project per day (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;

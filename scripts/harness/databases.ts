@@ -10,6 +10,19 @@ import { openSql, type Sql } from "../../api/db/sql.ts";
 export type DatabaseKind = "pglite" | "postgres";
 export const DATABASE_KINDS: DatabaseKind[] = ["pglite", "postgres"];
 
+/**
+ * The kinds a test file's API runs on: its own one, the api tier's files split between the two so that a run drives
+ * the whole API on each (test/storage.test.ts and api/db/sql.test.ts hold the dialect itself to both); every file on
+ * both with SVC_TEST_DATABASES=both, as a change to the SQL layer deserves. Running each file on both cost the
+ * tier a third of its time.
+ */
+export function databaseKinds(own: DatabaseKind): DatabaseKind[] {
+  const both = process.env.SVC_TEST_DATABASES;
+  if (both !== undefined && both !== "" && both !== "both")
+    throw new Error(`SVC_TEST_DATABASES is 'both' or unset (each file on its own kind), not '${both}'`);
+  return both === "both" ? DATABASE_KINDS : [own];
+}
+
 const ADMIN_URL = process.env.SVC_TEST_DATABASE_URL ?? "postgres://svc:svc@127.0.0.1:5432/svc";
 
 export type TestDatabase = { sql: Sql; url?: string; drop(): Promise<void> };

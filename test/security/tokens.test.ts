@@ -8,7 +8,7 @@ import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { SERVICE_KEY_PREFIX, TOKEN_PREFIX } from "../../protocol/token.ts";
 import { call, seedUser, startApi, type TestApi } from "../support/api-server.ts";
 import { cliHome, svc } from "../support/cli.ts";
-import { DATABASE_KINDS, freshDatabase, type TestDatabase } from "../support/databases.ts";
+import { databaseKinds, freshDatabase, type TestDatabase } from "../support/databases.ts";
 import { authedUrl, GIT_ENV, type WorkRepo, workRepo } from "../support/git-fixture.ts";
 
 /**
@@ -16,7 +16,7 @@ import { authedUrl, GIT_ENV, type WorkRepo, workRepo } from "../support/git-fixt
  * The sandbox rows are written as provisioning writes them (session token minted with its session, then the
  * sandbox row that references it), without Docker.
  */
-describe.each(DATABASE_KINDS)("what a session's credentials may do, and for how long (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("what a session's credentials may do, and for how long (%s)", (kind) => {
   let db: TestDatabase;
   let api: TestApi;
   let user: Awaited<ReturnType<typeof seedUser>>;
@@ -226,7 +226,7 @@ describe.each(DATABASE_KINDS)("what a session's credentials may do, and for how 
  * Issue 26, item 2: every token has an expiry (browser logins 30 days unless asked otherwise), and its user lists
  * and revokes it, over the real API and with the real `svc tokens`.
  */
-describe.each(DATABASE_KINDS)("every token expires; its user lists and revokes it (%s)", (kind) => {
+describe.each(databaseKinds("pglite"))("every token expires; its user lists and revokes it (%s)", (kind) => {
   const DAY_MS = 86_400_000;
   let db: TestDatabase;
   let api: TestApi;
