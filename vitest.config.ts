@@ -21,12 +21,21 @@ function workers(): number {
 // has two cores and the suite is CPU-bound (sandboxes, PGlite, the CLI's processes): three workers took 719 s where
 // two took 642 s. Vitest runs a group's projects on one pool of workers, so the tiers share one count; a tier on
 // its own (npm run test:unit) starts at once anyway.
-// The unit tier's files share their workers' module graphs (isolate: false): they hold no process-wide state, and a
-// process per file cost 24 CPU-s where sharing costs 9.5 (the tier alone, shuffled or not, all green). The other
-// tiers' files start servers and set environments: one process each.
+// The unit and api tiers' files share their workers' module graphs (isolate: false): they hold no process-wide state
+// (each api file closes the servers it starts and sets no environment), and a process per file cost the unit tier
+// 24 CPU-s where sharing costs 9.5, the api tier 727 CPU-s where sharing costs 602 (62 s of imports against 11; each
+// tier alone, shuffled or not, all green).
+const SHARED_PROCESS = new Set(["unit", "api"]);
 const tier = (name: string, include: string[], globalSetup: string[] = [], groupOrder = 0) => ({
   extends: true as const,
-  test: { name, include, globalSetup, maxWorkers: workers(), sequence: { groupOrder }, isolate: name !== "unit" },
+  test: {
+    name,
+    include,
+    globalSetup,
+    maxWorkers: workers(),
+    sequence: { groupOrder },
+    isolate: !SHARED_PROCESS.has(name),
+  },
 });
 
 // Two groups, one after the other: the Docker tier (with the unit tier) first, then the api tier with the Docker tier's
