@@ -1,25 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
-import { settings } from "./support/no-sandboxes.ts";
+import { hostOnlyDriver, settings } from "./support/no-sandboxes.ts";
 
 /**
  * A driver whose sandboxes never come up: what builds or starts one never answers, so a started session stays
  * `provisioning`, holding its slot of the cap, for the rest of the file.
  */
-const stalling = new Proxy(
-  { limitHost: async () => undefined, unlimitHost: async () => {}, unlistedEgress: async () => "open" } as object,
-  {
-    get: (target, name) =>
-      name in target
-        ? target[name as keyof typeof target]
-        : name === "then"
-          ? undefined
-          : async () => new Promise(() => {}),
-  },
-) as SandboxDriver;
+const stalling = hostOnlyDriver(() => new Promise(() => {}));
 
 const PLANS = { free: { session_cap: 1 }, team: { session_cap: 2 } };
 

@@ -6,6 +6,7 @@ import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { databaseKinds, freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
+import { hostOnlyDriver } from "./support/no-sandboxes.ts";
 import { waitFor } from "./support/wait.ts";
 
 const CAP = 3;
@@ -16,23 +17,15 @@ prompt = "Upgrade the dependencies"
 `;
 
 /**
- * A driver that runs no sandbox and records every call: tearing down (remove), the host firewall and egress answer at once;
- * anything that would build or start one (images, containers) never answers, so a session that got past the cap
- * stays `provisioning`, holding its slot, for the rest of the file.
+ * A driver that runs no sandbox and records every sandbox verb: tearing down (remove) answers at once, anything that
+ * would build or start one (images, containers) never does, so a session that got past the cap stays
+ * `provisioning`, holding its slot, for the rest of the file.
  */
 function recordingDriver(calls: string[]): SandboxDriver {
-  const immediate = new Set(["limitHost", "unlimitHost", "remove"]);
-  return new Proxy({} as object, {
-    get: (_target, name) =>
-      name === "then"
-        ? undefined
-        : async (...args: unknown[]) => {
-            calls.push(`${String(name)}(${args.filter((a) => typeof a === "string").join(", ")})`);
-            if (name === "unlistedEgress") return "open";
-            if (immediate.has(String(name))) return undefined;
-            return new Promise(() => {});
-          },
-  }) as SandboxDriver;
+  return hostOnlyDriver((name, args) => {
+    calls.push(`${name}(${args.filter((a) => typeof a === "string").join(", ")})`);
+    return name === "remove" ? Promise.resolve() : new Promise(() => {});
+  });
 }
 
 const settings: SandboxSettings = {

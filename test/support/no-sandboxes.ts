@@ -4,22 +4,32 @@ import { call, seedUser, startApi } from "./api-server.ts";
 import { type DatabaseKind, freshDatabase } from "./databases.ts";
 
 /**
- * A driver that runs no sandbox: the API gets its session service, and these tests move sessions through the
- * session store, the port the orchestrator moves them through.
+ * A driver whose host verbs answer at once (no firewall to install, open egress) and whose every sandbox verb is
+ * `sandboxVerb`'s: it fails, stalls or records, as the test needs.
  */
-export const noSandboxes = new Proxy(
-  { limitHost: async () => undefined, unlimitHost: async () => {}, unlistedEgress: async () => "open" } as object,
-  {
+export function hostOnlyDriver(sandboxVerb: (name: string, args: unknown[]) => Promise<unknown>): SandboxDriver {
+  const host: Partial<SandboxDriver> = {
+    limitHost: async () => undefined,
+    unlimitHost: async () => {},
+    unlistedEgress: async () => "open",
+  };
+  return new Proxy(host, {
     get: (target, name) =>
       name in target
         ? target[name as keyof typeof target]
         : name === "then"
           ? undefined
-          : async () => {
-              throw new Error(`this test runs no sandboxes (${String(name)})`);
-            },
-  },
-) as SandboxDriver;
+          : (...args: unknown[]) => sandboxVerb(String(name), args),
+  }) as SandboxDriver;
+}
+
+/**
+ * A driver that runs no sandbox: the API gets its session service, and these tests move sessions through the
+ * session store, the port the orchestrator moves them through.
+ */
+export const noSandboxes = hostOnlyDriver(async (name) => {
+  throw new Error(`this test runs no sandboxes (${name})`);
+});
 
 /** Sandbox settings for an API over `noSandboxes`. */
 export const settings: SandboxSettings = {
