@@ -21,11 +21,12 @@ function workers(): number {
 // has two cores and the suite is CPU-bound (sandboxes, PGlite, the CLI's processes): three workers took 719 s where
 // two took 642 s. Vitest runs a group's projects on one pool of workers, so the tiers share one count; a tier on
 // its own (npm run test:unit) starts at once anyway.
-// The unit and api tiers' files share their workers' module graphs (isolate: false): they hold no process-wide state
-// (each api file closes the servers it starts and sets no environment), and a process per file cost the unit tier
-// 24 CPU-s where sharing costs 9.5, the api tier 727 CPU-s where sharing costs 602 (62 s of imports against 11; each
-// tier alone, shuffled or not, all green).
-const SHARED_PROCESS = new Set(["unit", "api"]);
+// The unit, api and Docker tiers' files share their workers' module graphs (isolate: false): they hold no
+// process-wide state (each file closes the servers, stacks and containers it starts and sets no environment), and a
+// process per file cost the unit tier 24 CPU-s where sharing costs 9.5, the api tier 727 CPU-s where sharing costs
+// 602 (62 s of imports against 11; each tier alone, shuffled or not, all green); a whole run spent 145 s importing
+// where sharing spends 32. The Swarm files keep a process each: the tests' swarm counts its users by process.
+const SHARED_PROCESS = new Set(["unit", "api", "docker"]);
 const tier = (name: string, include: string[], globalSetup: string[] = [], groupOrder = 0) => ({
   extends: true as const,
   test: {
