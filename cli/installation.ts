@@ -86,14 +86,13 @@ function isShimOf(path: string, script: string): boolean {
   }
 }
 
-/** The shims of this installation: the recorded one and those in the directories the script may choose. */
+/**
+ * The shims of this installation: the recorded one and those in the directories the script may choose, which with
+ * SVC_BIN_DIR set is that one alone (the machine's own shims are no business of an uninstall run that way).
+ */
 export function shimsOf(installation: Installation, binDir = readCliEnv().binDir): string[] {
-  const candidates = [
-    installation.shim,
-    binDir && join(binDir, "svc"),
-    "/usr/local/bin/svc",
-    join(homedir(), ".local", "bin", "svc"),
-  ];
+  const dirs = binDir ? [binDir] : ["/usr/local/bin", join(homedir(), ".local", "bin")];
+  const candidates = [installation.shim, ...dirs.map((dir) => join(dir, "svc"))];
   const unique = [...new Set(candidates.filter((c): c is string => Boolean(c)))];
   return unique.filter((path) => isShimOf(path, installation.script));
 }

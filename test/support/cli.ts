@@ -27,6 +27,8 @@ export function cliHome(): { dir: string; env: CliEnv } {
     env: {
       SVC_HOME: join(dir, "svc-home"),
       SVC_CONFIG_FILE: join(dir, "config", "config.json"),
+      // An uninstall in this home removes shims from here only, never the machine's own.
+      SVC_BIN_DIR: join(dir, "bin"),
       ...WITHOUT_SESSION,
     },
   };
