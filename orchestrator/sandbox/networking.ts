@@ -53,13 +53,19 @@ export const statusOf = (err: unknown) => (err as { statusCode?: number }).statu
 export const toAddress = (n: number) => [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join(".");
 
 /** A subnet's first address: the gateway Docker gives a bridge whose IPAM names none (a new engine's `bridge`). */
-export const firstAddress = (subnet: string) =>
+const firstAddress = (subnet: string) =>
   toAddress(
     subnet
       .split("/")[0]!
       .split(".")
       .reduce((n, octet) => n * 256 + Number(octet), 0) + 1,
   );
+
+/** A network's IPv4 subnet and the host's address on it, named by its IPAM or, where it names none, Docker's. */
+export function ipv4Gateway(info: Docker.NetworkInspectInfo | undefined): SandboxNetwork | undefined {
+  const pool = info?.IPAM?.Config?.find((c) => c.Subnet && !c.Subnet.includes(":"));
+  return pool?.Subnet ? { subnet: pool.Subnet, hostAddress: pool.Gateway ?? firstAddress(pool.Subnet) } : undefined;
+}
 
 export type NetworkDescription = SandboxNetwork & {
   id: string;

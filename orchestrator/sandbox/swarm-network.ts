@@ -1,7 +1,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type Docker from "dockerode";
 import type { NetworkOwner, SandboxEgress, SandboxNetwork } from "./driver.ts";
-import { firstAddress, NETWORK_LABEL, networksNamed, statusOf } from "./networking.ts";
+import { ipv4Gateway, NETWORK_LABEL, networksNamed, statusOf } from "./networking.ts";
 import { OWNER_LABELS } from "./owner-labels.ts";
 
 /**
@@ -94,8 +94,6 @@ export async function releaseOwnNetwork(
  * Sandboxes on other nodes reach the API at SVC_SANDBOX_API_ORIGIN or over their daemon's link, not here.
  */
 export async function nodeNetworks(docker: Docker): Promise<SandboxNetwork[]> {
-  const ipv4 = (info: Docker.NetworkInspectInfo | undefined) =>
-    info?.IPAM?.Config?.find((c) => c.Subnet && !c.Subnet.includes(":"));
   const inspect = (name: string) =>
     docker
       .getNetwork(name)
@@ -105,9 +103,7 @@ export async function nodeNetworks(docker: Docker): Promise<SandboxNetwork[]> {
         throw err;
       }) as Promise<Docker.NetworkInspectInfo | undefined>;
   const [gwbridge, bridge] = await Promise.all([inspect(GWBRIDGE), inspect("bridge")]);
-  const from = ipv4(gwbridge);
-  const own = ipv4(bridge);
-  const hostAddress = own && (own.Gateway ?? firstAddress(own.Subnet!));
-  if (!from?.Subnet || !hostAddress) return [];
-  return [{ hostAddress, subnet: from.Subnet }];
+  const from = ipv4Gateway(gwbridge);
+  const host = ipv4Gateway(bridge);
+  return from && host ? [{ hostAddress: host.hostAddress, subnet: from.subnet }] : [];
 }

@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import type { SandboxSettings } from "../../api/app.ts";
 import { createDockerDriver } from "../../orchestrator/sandbox/docker-driver.ts";
-import { firstAddress } from "../../orchestrator/sandbox/networking.ts";
+import { ipv4Gateway } from "../../orchestrator/sandbox/networking.ts";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BASE_IMAGE = process.env.SVC_SANDBOX_BASE_IMAGE ?? "svc-debian:bookworm";
@@ -82,9 +82,9 @@ export async function removeInstallationNetworks(docker: Docker, installation: s
 
 /** This host's address on the engine's default bridge: host.docker.internal of a container there. */
 export async function bridgeGateway(docker: Docker): Promise<string> {
-  const pool = (await docker.getNetwork("bridge").inspect()).IPAM?.Config?.find((c) => c.Subnet?.includes("."));
-  if (!pool?.Subnet) throw new Error("the engine's bridge network has no IPv4 subnet");
-  return pool.Gateway ?? firstAddress(pool.Subnet);
+  const bridge = ipv4Gateway(await docker.getNetwork("bridge").inspect());
+  if (!bridge) throw new Error("the engine's bridge network has no IPv4 subnet");
+  return bridge.hostAddress;
 }
 
 /** The env a sandbox container was created with, as a map. */
