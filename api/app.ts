@@ -597,7 +597,7 @@ export async function buildApp(options: AppOptions): Promise<{ app: FastifyInsta
   await app.register(ssoRoutes(services));
   await app.register(agentRoutes(services, forward));
   await app.register(sandboxLogRoutes(services));
-  tunnelPreviews(app.server, previews.admit, services.sandboxLinks.spareFor);
+  tunnelPreviews(app.server, previews.admit, services.sandboxLinks.spareSoon);
   const exec = execUpgrade(services, (err) => app.log.error({ err }, "exec failed"));
   const sandboxLink = sandboxLinkUpgrade(services.sandboxLinks, (err) => app.log.error({ err }, "sandbox link failed"));
   app.server.on(

@@ -28,9 +28,10 @@ export type SparesDeps = {
  * Keeps SPARES spare connections dialed to the API while the link is up: plain TCP connections the API takes, one
  * per connection it would have opened to the daemon, so a preview's bytes go through no framing at either end (the
  * link's HTTP/2 streams cost a preview a third of its throughput). A spare is the daemon's server's from the API's
- * first byte on, and another is dialed in its place. The link stays the way in for everything else: when no spare
- * is left, the API opens a stream over the link instead, which is the daemon's sign (`more`) to keep one more
- * spare from then on. A spare refused (it reached another replica than the link's) is dialed again shortly, up to
+ * first byte on, and another is dialed in its place. Taking the last idle one keeps one more from then on; the API
+ * waits a moment for the next rather than open a stream over the link (api/sandbox-links/registry.ts). The link
+ * stays the way in for everything else: when no spare came in time, the API opens a stream over it instead, which
+ * is also the daemon's sign (`more`) to keep one more spare from then on. A spare refused (it reached another replica than the link's) is dialed again shortly, up to
  * MAX_REFUSALS in a row, after which none are until the next link.
  */
 export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
@@ -77,8 +78,14 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
       // connection to its full server) must leave the answers still owed to be written, not end them.
       socket.allowHalfOpen = true;
       idle.add(socket);
+      // The API ending a spare it never used (its caller left first) ends it here too, and another is dialed.
+      const ended = () => socket.destroy();
       const take = (first: Buffer) => {
         idle.delete(socket);
+        socket.off("end", ended);
+        // The last idle spare taken: demand reached the spares' number, so one more is kept from then on, ahead of
+        // the next burst (a page's connections, a load test's) rather than after it.
+        if (idle.size === 0) grow();
         socket.off("close", dropped);
         socket.pause();
         socket.unshift(first);
@@ -92,6 +99,7 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
       };
       socket.on("error", () => socket.destroy());
       socket.once("close", dropped);
+      socket.once("end", ended);
       if (head.length) take(head);
       else socket.once("data", take);
     });
@@ -109,10 +117,14 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
     req.end();
   }
 
+  function grow(): void {
+    count = Math.min(count + 1, MOST_SPARES);
+  }
+
   fill();
   return {
     more() {
-      count = Math.min(count + 1, MOST_SPARES);
+      grow();
       fill();
     },
     stop() {

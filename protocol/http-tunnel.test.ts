@@ -31,7 +31,10 @@ async function startUpstream(name: string): Promise<{ server: Server; port: numb
 }
 
 /** A tunnel whose `admit` routes `/a/…` to one upstream and `/b/…` to another; anything else goes to `fallback`. */
-async function startTunnel(upstreams: Record<string, number>): Promise<{ server: Server; port: number }> {
+async function startTunnel(
+  upstreams: Record<string, number>,
+  opened?: (admitted: Admitted) => Socket | undefined | Promise<Socket | undefined>,
+): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => res.end(`fallback ${req.url}`));
   const [fullHttp] = server.listeners("connection") as ((socket: Socket) => void)[];
   server.removeAllListeners("connection");
@@ -49,6 +52,7 @@ async function startTunnel(upstreams: Record<string, number>): Promise<{ server:
   server.on("connection", (socket: Socket) =>
     tunnelConnection(socket, {
       admit,
+      opened,
       unreachable: () => "HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
       fallback: (s) => fullHttp!.call(server, s),
     }),
@@ -133,6 +137,38 @@ describe("the API's tunnel", () => {
     const body = answer.subarray(answer.indexOf("\r\n\r\n") + 4);
     expect(body.length).toBe(DRIPS * DRIP);
     expect(body.equals(Buffer.concat(Array.from({ length: DRIPS }, (_, i) => drip(i))))).toBe(true);
+  });
+
+  it("waits for an upstream connection on its way, and closes one that comes after its client left", async () => {
+    // `opened` hands over a connection to upstream b, later: the requests for a wait for it and go over it.
+    const handed: Socket[] = [];
+    const later = (ms: number) => () =>
+      new Promise<Socket>((resolve) =>
+        setTimeout(() => {
+          const socket = connect(b.port, "127.0.0.1");
+          handed.push(socket);
+          resolve(socket);
+        }, ms),
+      );
+    const waiting = await startTunnel({ a: a.port }, later(100));
+    try {
+      const answer = await rawExchange(waiting.port, get("/a/1") + get("/a/2", "Connection: close\r\n"));
+      expect(bodies(answer)).toEqual([
+        { name: "b", method: "GET", url: "/1", body: "", host: "upstream-a" },
+        { name: "b", method: "GET", url: "/2", body: "", host: "upstream-a" },
+      ]);
+      // A client gone before its connection came: the connection is closed, not left open.
+      const gone = connect(waiting.port, "127.0.0.1");
+      gone.write(get("/a/3"));
+      await new Promise((r) => setTimeout(r, 20));
+      gone.destroy();
+      for (let i = 0; i < 50 && handed.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(handed).toHaveLength(2);
+      for (let i = 0; i < 50 && !handed[1]!.closed; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(handed[1]!.closed).toBe(true);
+    } finally {
+      waiting.server.close();
+    }
   });
 
   it("answers for an upstream that cannot be reached", async () => {

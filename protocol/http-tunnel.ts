@@ -16,8 +16,11 @@ export type TunnelDeps<A extends Admitted = Admitted> = {
   unreachable(err: Error, admitted: A): string;
   /** The full HTTP server's connection handler: everything the fast path does not take. */
   fallback(socket: Socket): void;
-  /** A connection to the upstream already open (a sandbox's spare), taken in place of dialing its address. */
-  opened?(admitted: A): Socket | undefined;
+  /**
+   * A connection to the upstream already open (a sandbox's spare), taken in place of dialing its address; a promise
+   * holds the client's reading until it settles (one is on its way).
+   */
+  opened?(admitted: A): Socket | undefined | Promise<Socket | undefined>;
 };
 
 /**
@@ -59,8 +62,7 @@ export function tunnelConnection<A extends Admitted>(socket: Socket, deps: Tunne
   }
   const nextReadBuffer = () => (readBuffer ??= Buffer.allocUnsafe(UPSTREAM_READ));
 
-  function openUpstream(admitted: A): Socket {
-    const opened = deps.opened?.(admitted);
+  function openUpstream(admitted: A, opened: Socket | undefined): Socket {
     const up = opened ?? connect({ ...admitted.address, onread: { buffer: nextReadBuffer, callback: relay } });
     if (opened) {
       opened.on("data", (chunk: Buffer) => {
@@ -125,14 +127,28 @@ export function tunnelConnection<A extends Admitted>(socket: Socket, deps: Tunne
     else handOff();
   }
 
-  /** Sends an admitted request's head on; false when it left the tunnel instead. */
-  function send(head: TunnelHead, admitted: A | undefined, headLength: number): boolean {
+  /**
+   * Sends an admitted request's head on, over `opened` when given (null: none was to be had); false when it left the
+   * tunnel instead, or waits for an upstream connection on its way and carries on from there.
+   */
+  function send(head: TunnelHead, admitted: A | undefined, headLength: number, opened?: Socket | null): boolean {
     if (!admitted || (upstream && admitted.upstream !== upstreamKey)) {
       leaveTunnel();
       return false;
     }
     clearTimeout(firstHeadTimer);
-    if (!upstream) upstream = openUpstream(admitted);
+    if (!upstream) {
+      const ready = opened === undefined ? deps.opened?.(admitted) : (opened ?? undefined);
+      if (ready instanceof Promise) {
+        hold(
+          ready,
+          (socket) => send(head, admitted, headLength, socket ?? null),
+          (socket) => socket?.destroy(),
+        );
+        return false;
+      }
+      upstream = openUpstream(admitted, ready);
+    }
     pending = pending.subarray(headLength);
     bodyLeft = head.bodyLength;
     if (!upstream.write(admitted.head, "latin1")) socket.pause();
@@ -178,18 +194,30 @@ export function tunnelConnection<A extends Admitted>(socket: Socket, deps: Tunne
         if (!send(head, admitted, headLength)) return;
         continue;
       }
-      admitting = true;
-      socket.pause();
-      admitted
-        .catch(() => undefined)
-        .then((result) => {
-          admitting = false;
-          if (socket.destroyed) return;
-          socket.resume();
-          if (send(head, result, headLength)) pump();
-        });
+      hold(admitted, (result) => send(head, result, headLength));
       return;
     }
+  }
+
+  /**
+   * Stops reading the client until `waited` settles (a failure counts as undefined), then goes on with `then`, and
+   * pumps on if it sent; a client gone by then leaves the result to `unused`.
+   */
+  function hold<T>(
+    waited: Promise<T | undefined>,
+    then: (result: T | undefined) => boolean,
+    unused?: (result: T | undefined) => void,
+  ) {
+    admitting = true;
+    socket.pause();
+    waited
+      .catch(() => undefined)
+      .then((result) => {
+        admitting = false;
+        if (socket.destroyed) return unused?.(result);
+        socket.resume();
+        if (then(result)) pump();
+      });
   }
 
   function onData(chunk: Buffer): void {

@@ -64,6 +64,17 @@ describe("a daemon's spare connections (daemon/link-spares.ts)", () => {
     spares.more();
     for (let i = 0; i < 100 && api.held.length < SPARES + 2; i++) await settle(20);
     expect(api.held).toHaveLength(SPARES + 2);
+    // Every idle spare taken at once (a burst of connections): each is dialed again, and one more is kept.
+    const idle = api.held.slice(1);
+    for (const socket of idle) socket.write("GET /svc/health HTTP/1.1\r\n\r\n");
+    const expected = api.held.length + idle.length + 1;
+    for (let i = 0; i < 100 && api.held.length < expected; i++) await settle(20);
+    await settle(200);
+    expect(api.held).toHaveLength(expected);
+    // A spare the API ends unused (its caller left before it came) is no longer counted idle: another is dialed.
+    api.held.at(-1)!.end();
+    for (let i = 0; i < 100 && api.held.length <= expected; i++) await settle(20);
+    expect(api.held).toHaveLength(expected + 1);
   });
 
   it("dials a refused spare again (another replica got it), and stops after twelve refusals in a row", async () => {

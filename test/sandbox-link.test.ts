@@ -201,6 +201,16 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
     expect(api.services.sandboxLinks.endpoint(b.id)).toBe(endpoint);
   });
 
+  /** An idle spare of the daemon at `endpoint`, once its daemon has dialed one (again). */
+  async function idleSpare(endpoint: string): Promise<Socket> {
+    for (let i = 0; i < 150; i++) {
+      const spare = api.services.sandboxLinks.spareFor(endpoint);
+      if (spare) return spare;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error("no spare came back");
+  }
+
   it("holds spare connections the daemon dialed: each a raw connection to its server, another dialed in its place", async () => {
     const endpoint = api.services.sandboxLinks.endpoint(a.id)!;
     const taken: Socket[] = [];
@@ -232,13 +242,28 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
     for (const answer of answers) expect(answer).toMatch(/^HTTP\/1\.1 200 [\s\S]*"status":"ok"/);
     for (const spare of taken) spare.destroy();
     // Each spare taken was dialed again.
-    let refilled: Socket | undefined;
-    for (let i = 0; i < 100 && !refilled; i++) {
-      refilled = api.services.sandboxLinks.spareFor(endpoint);
-      if (!refilled) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(refilled).toBeDefined();
-    refilled!.destroy();
+    (await idleSpare(endpoint)).destroy();
+  });
+
+  it("hands a caller that found no spare idle the next one its daemon dials, rather than a stream", async () => {
+    const endpoint = api.services.sandboxLinks.endpoint(a.id)!;
+    const taken = [await idleSpare(endpoint)];
+    for (
+      let spare = api.services.sandboxLinks.spareFor(endpoint);
+      spare;
+      spare = api.services.sandboxLinks.spareFor(endpoint)
+    )
+      taken.push(spare);
+    // None idle: the wait is on the daemon, which dials one more as soon as the API speaks on one it took.
+    const soon = api.services.sandboxLinks.spareSoon(endpoint);
+    expect(soon).toBeInstanceOf(Promise);
+    taken[0]!.write("GET /svc/health HTTP/1.1\r\nhost: sandbox\r\n\r\n");
+    const next = await soon;
+    expect(next).toBeDefined();
+    expect(taken).not.toContain(next);
+    for (const spare of [...taken, next!]) spare.destroy();
+    // A sandbox not linked here gets nothing to wait for.
+    expect(api.services.sandboxLinks.spareSoon("http://127.0.0.1:1")).toBeUndefined();
   });
 
   it("refuses a link without a known service key: 401, nothing registered", async () => {
@@ -269,7 +294,7 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
     servers.push(server);
     await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
     // A connection over a spare ends as one to the daemon's own port would (the daemon's kernel sends a FIN).
-    const spare = api.services.sandboxLinks.spareFor(endpoint)!;
+    const spare = await idleSpare(endpoint);
     const spareEnded = new Promise((resolve) => spare.once("close", resolve));
     spare.on("error", () => {});
     spare.resume();

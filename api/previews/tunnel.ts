@@ -97,8 +97,8 @@ export function routeRequest(head: TunnelHead, route: PreviewRoute): Admitted {
 export function tunnelPreviews(
   server: Server,
   admit: TunnelDeps["admit"],
-  /** An open connection to the daemon at this URL (a linked sandbox's spare), when one is idle. */
-  spareFor: (url: string) => Socket | undefined,
+  /** An open connection to the daemon at this URL (a linked sandbox's spare), now or soon, when it has one. */
+  spareFor: (url: string) => Socket | undefined | Promise<Socket | undefined>,
 ): void {
   const listeners = server.listeners("connection") as ((socket: Socket) => void)[];
   server.removeAllListeners("connection");
