@@ -31,8 +31,9 @@ export type SparesDeps = {
  * first byte on, and another is dialed in its place. Taking the last idle one keeps one more from then on; the API
  * waits a moment for the next rather than open a stream over the link (api/sandbox-links/registry.ts). The link
  * stays the way in for everything else: when no spare came in time, the API opens a stream over it instead, which
- * is also the daemon's sign (`more`) to keep one more spare from then on. A spare refused (it reached another replica than the link's) is dialed again shortly, up to
- * MAX_REFUSALS in a row, after which none are until the next link.
+ * is also the daemon's sign (`more`) to keep one more spare from then on. A spare refused (it reached another
+ * replica than the link's) is dialed again shortly, up to MAX_REFUSALS in a row, after which none are until the
+ * next link.
  */
 export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
   let count = SPARES;
