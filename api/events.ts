@@ -4,7 +4,7 @@ import type { SessionStatus } from "../protocol/session.ts";
 
 /**
  * What happens in this API process that other modules act on, each name with its payload, defined once. Emitters
- * do not know who listens: the trigger scheduler, the chat bridge and waiting requests subscribe (api/app.ts and
+ * do not know who listens: the trigger scheduler, the chat bridge and waiting requests subscribe (api/services.ts and
  * the modules themselves). In-process only: another API process of the cluster hears none of these.
  */
 export type EventMap = {

@@ -5,7 +5,7 @@ import type { SandboxStatus, Session, SessionStatus } from "../protocol/session.
 
 /**
  * What the orchestrator needs from the API's world, as small interfaces. The API implements each one and passes
- * it in (api/app.ts); the orchestrator never imports the API.
+ * it in (api/services.ts); the orchestrator never imports the API.
  */
 
 /** A session as the provisioner needs it: SPEC's attributes plus the prompt it starts with. */

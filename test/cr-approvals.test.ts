@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Services } from "../api/app.ts";
+import type { Services } from "../api/services.ts";
 import { ChangeRequest } from "../protocol/change-request.ts";
 import { CrApproval, CrApprovalList } from "../protocol/cr-approval.ts";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";

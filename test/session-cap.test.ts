@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SandboxSettings } from "../api/app.ts";
+import type { SandboxSettings } from "../api/app-options.ts";
 import { openSql, type Sql } from "../api/db/sql.ts";
 import type { SandboxDriver } from "../orchestrator/sandbox/driver.ts";
 import { call, type Reply, seedUser, startApi, type TestApi } from "./support/api-server.ts";

@@ -3,8 +3,10 @@ import { mkdtempSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type AppOptions, buildApp, type Services } from "../../api/app.ts";
+import { buildApp } from "../../api/app.ts";
+import type { AppOptions } from "../../api/app-options.ts";
 import type { Sql } from "../../api/db/sql.ts";
+import type { Services } from "../../api/services.ts";
 import type { AccountRole } from "../../protocol/account.ts";
 
 export type TestApi = { url: string; dataDir: string; services: Services; close(): Promise<void> };

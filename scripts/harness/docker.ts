@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
-import type { SandboxSettings } from "../../api/app.ts";
+import type { SandboxSettings } from "../../api/app-options.ts";
 import { createDockerDriver } from "../../orchestrator/sandbox/docker-driver.ts";
 import { ipv4Gateway } from "../../orchestrator/sandbox/networking.ts";
 

@@ -1,4 +1,4 @@
-import type { SandboxSettings } from "../../api/app.ts";
+import type { SandboxSettings } from "../../api/app-options.ts";
 import type { SandboxDriver } from "../../orchestrator/sandbox/driver.ts";
 import { call, seedUser, startApi } from "./api-server.ts";
 import { type DatabaseKind, freshDatabase } from "./databases.ts";

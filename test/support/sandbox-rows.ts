@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { Services } from "../../api/app.ts";
 import type { Sql } from "../../api/db/sql.ts";
+import type { Services } from "../../api/services.ts";
 import { hashSecret, newSecret } from "../../protocol/credential.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { type WorkRepo, workRepo } from "./git-fixture.ts";

@@ -1,6 +1,6 @@
 import type Docker from "dockerode";
 import { expect } from "vitest";
-import type { SandboxSettings } from "../../api/app.ts";
+import type { SandboxSettings } from "../../api/app-options.ts";
 import { joinCluster } from "../../orchestrator/cluster.ts";
 import type { SandboxDriver } from "../../orchestrator/sandbox/driver.ts";
 import { call, seedUser, startApi, type TestApi } from "./api-server.ts";
