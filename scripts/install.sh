@@ -28,8 +28,16 @@ services_up() {
   docker image inspect svc-debian:bookworm >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 &&
     pg_isready -q -h 127.0.0.1 -p 5432 >/dev/null 2>&1
 }
-if [ "$(id -u)" -eq 0 ] || ! services_up; then
-  (cd / && as_root bash "$root/scripts/setup.sh") # from /: the postgres user may not enter the checkout
+# As root, setup runs beside step 2 (both mostly wait on downloads; their apt runs take turns, setup/apt.sh); through
+# sudo it runs first, so a password prompt is not lost in npm's output. From /: the postgres user may not enter the
+# checkout.
+setup=""
+if [ "$(id -u)" -eq 0 ]; then
+  (cd / && bash "$root/scripts/setup.sh") &
+  setup="$!"
+  trap '[ -z "$setup" ] || wait "$setup" || true' EXIT # a failed step 2 still leaves no apt run behind it
+elif ! services_up; then
+  (cd / && as_root bash "$root/scripts/setup.sh")
 fi
 
 # 2. Node.js and the dependencies.
@@ -59,6 +67,13 @@ else
   say "npm ci (dependencies and dist/)"
   npm ci --prefer-offline --no-audit --no-fund >&2
   echo "$want" >"$stamp"
+fi
+
+if [ -n "$setup" ]; then
+  status=0
+  wait "$setup" || status=$?
+  setup=""
+  [ "$status" -eq 0 ] || fail "setting up the system packages failed (above)"
 fi
 
 # 3. The shim: this checkout's CLI with the node that installed it.

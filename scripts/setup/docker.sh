@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Docker engine from Debian's packages (no systemd here: dockerd is started in the background), then the
-# sandbox base image built locally, since no registry can be reached. Idempotent.
+# Docker engine from Debian's packages (no systemd here: dockerd is started in the background). scripts/setup.sh
+# then builds the sandboxes' base image locally (scripts/images/base-image.sh), since no registry can be reached.
+# Idempotent.
 set -euo pipefail
 source "$(dirname "$0")/apt.sh"
 
-if ! command -v dockerd >/dev/null 2>&1; then
-  apt_install docker.io
-fi
-apt_install debootstrap
+# One apt run for the three: each run refreshes the index and runs dpkg's triggers.
+packages=(debootstrap)
+command -v dockerd >/dev/null 2>&1 || packages+=(docker.io)
 # Compose mode (svc self-host start --mode compose): the v2 plugin when present, else Debian's docker-compose.
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
-  apt_install docker-compose
+  packages+=(docker-compose)
 fi
+apt_install "${packages[@]}"
 
 if ! docker info >/dev/null 2>&1; then
   mkdir -p /var/log
@@ -23,4 +24,3 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { echo "setup: dockerd did not start; see /var/log/svc-dockerd.log" >&2; exit 1; }
 fi
 echo "setup: docker $(docker version --format '{{.Server.Version}}') ready" >&2
-bash "$(dirname "$0")/../images/base-image.sh"
