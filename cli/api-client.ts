@@ -1,10 +1,11 @@
 import { STATUS_CODES } from "node:http";
-import { EventSourceParserStream } from "eventsource-parser/stream";
+import { createParser } from "eventsource-parser";
 import { z } from "zod";
 import { ACCOUNT_HEADER } from "../protocol/account.ts";
 import { ErrorBody } from "../protocol/errors.ts";
 import { textLines } from "../protocol/json-lines.ts";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
+import { failureReason, type HttpAnswer, httpRequest } from "./http-client.ts";
 
 export type RequestOptions = { body?: unknown; query?: Record<string, string | undefined> };
 
@@ -48,17 +49,15 @@ export function createApiClient(options: {
     if (options.account) headers[ACCOUNT_HEADER] = options.account;
     if (opts.body !== undefined) headers["content-type"] = "application/json";
     try {
-      return await fetch(url, {
+      return await httpRequest(url, {
         method,
         headers,
         body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
         signal: opts.signal,
       });
     } catch (err) {
-      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      const why = cause?.code ?? cause?.message ?? (err as Error).message;
       const hint = options.unreachableHint ? `; ${options.unreachableHint}` : "";
-      throw new CliError(`cannot reach ${base} (${why})${hint}`);
+      throw new CliError(`cannot reach ${base} (${failureReason(err)})${hint}`);
     }
   }
 
@@ -81,7 +80,7 @@ export function createApiClient(options: {
   }
 
   /** The answer's body as JSON; undefined when empty or not JSON (an error page of a proxy in between). */
-  async function bodyJson(res: Response): Promise<unknown> {
+  async function bodyJson(res: HttpAnswer): Promise<unknown> {
     const text = await res.text();
     try {
       return text ? JSON.parse(text) : undefined;
@@ -109,9 +108,14 @@ export function createApiClient(options: {
   async function* events(path: string, signal: AbortSignal): AsyncGenerator<unknown> {
     const res = await send("GET", path, { accept: "text/event-stream", signal });
     if (!res.ok) throw failure(res, await bodyJson(res));
-    const messages = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+    const ready: string[] = [];
+    const parser = createParser({ onEvent: ({ data }) => data && ready.push(data) });
+    const decoder = new TextDecoder();
     try {
-      for await (const { data } of messages) if (data) yield JSON.parse(data);
+      for await (const chunk of res.body) {
+        parser.feed(decoder.decode(chunk as Buffer, { stream: true }));
+        for (let data = ready.shift(); data !== undefined; data = ready.shift()) yield JSON.parse(data);
+      }
     } catch (err) {
       if (!signal.aborted) throw new CliError(`the event stream broke: ${(err as Error).message}`);
     }
@@ -122,8 +126,7 @@ export function createApiClient(options: {
     const res = await send("GET", path, { accept: "application/x-ndjson", query, signal });
     if (!res.ok) throw failure(res, await bodyJson(res));
     try {
-      for await (const line of textLines(res.body as unknown as AsyncIterable<Uint8Array>))
-        yield JSON.parse(line) as unknown;
+      for await (const line of textLines(res.body)) yield JSON.parse(line) as unknown;
     } catch (err) {
       if (!signal.aborted) throw new CliError(`the stream broke: ${(err as Error).message}`);
     }

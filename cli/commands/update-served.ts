@@ -2,18 +2,18 @@ import { spawnSync } from "node:child_process";
 import { dirname } from "node:path";
 import { readCliEnv } from "../config.ts";
 import { CliError } from "../errors.ts";
+import { failureReason, type HttpAnswer, httpRequest } from "../http-client.ts";
 import { readInstallRecord, type ServedRecord } from "../installation.ts";
 import { info, printJson } from "../output.ts";
 
 const FETCH_TIMEOUT_MS = 30_000;
 
 async function fetchScript(record: ServedRecord, kept: string): Promise<string> {
-  let res: Response;
+  let res: HttpAnswer;
   try {
-    res = await fetch(record.script, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+    res = await httpRequest(record.script, { timeoutMs: FETCH_TIMEOUT_MS });
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-    throw new CliError(`cannot reach ${record.script} (${cause}); ${kept}`);
+    throw new CliError(`cannot reach ${record.script} (${failureReason(err)}); ${kept}`);
   }
   if (!res.ok) throw new CliError(`${record.script} answered HTTP ${res.status}; ${kept}`);
   return res.text();

@@ -10,14 +10,13 @@ import {
 } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
-import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { ReadableStream } from "node:stream/web";
 import { z } from "zod";
 import { BackupRepositories } from "../../../protocol/admin.ts";
 import { VERSION } from "../../../protocol/version.ts";
 import { type ApiClient, createApiClient } from "../../api-client.ts";
 import { CliError } from "../../errors.ts";
+import { failureReason, type HttpAnswer, httpRequest } from "../../http-client.ts";
 import { info } from "../../output.ts";
 import {
   BACKUP_DIR,
@@ -50,13 +49,13 @@ const Installation = z.object({ id: z.uuid() });
 
 /** A binary answer of the API written to `file` (0600) as it arrives; its size. */
 async function download(api: ApiClient, path: string, file: string): Promise<number> {
-  let res: Response;
+  let res: HttpAnswer;
   try {
-    res = await fetch(api.baseUrl + path, { headers: { authorization: `Bearer ${api.token}` } });
+    res = await httpRequest(api.baseUrl + path, { headers: { authorization: `Bearer ${api.token}` } });
   } catch (err) {
-    throw new CliError(`cannot reach ${api.baseUrl} (${(err as Error).message})`);
+    throw new CliError(`cannot reach ${api.baseUrl} (${failureReason(err)})`);
   }
-  if (!res.ok || !res.body) {
+  if (!res.ok) {
     const text = await res.text();
     let json: unknown;
     try {
@@ -65,7 +64,7 @@ async function download(api: ApiClient, path: string, file: string): Promise<num
     throw api.failure(res, json);
   }
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  await pipeline(Readable.fromWeb(res.body as ReadableStream), createWriteStream(file, { mode: 0o600 }));
+  await pipeline(res.body, createWriteStream(file, { mode: 0o600 }));
   return statSync(file).size;
 }
 

@@ -1,5 +1,6 @@
 /** The doctor's model-gateway checks: one real request, and whether sandboxes can reach a gateway on loopback. */
 import { connect } from "node:net";
+import { failureReason, type HttpAnswer, httpRequest } from "../../http-client.ts";
 import { dockerGet } from "./docker-engine.ts";
 import type { configuredModel } from "./state.ts";
 
@@ -28,10 +29,10 @@ export async function checkGateway(model: Model): Promise<Check> {
   const base = model.baseUrl.replace(/\/+$/, "");
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (model.apiKey) headers.authorization = `Bearer ${model.apiKey}`;
-  let res: Response;
+  let res: HttpAnswer;
   let body: string;
   try {
-    res = await fetch(`${base}/chat/completions`, {
+    res = await httpRequest(`${base}/chat/completions`, {
       method: "POST",
       headers,
       body: JSON.stringify({
@@ -40,16 +41,14 @@ export async function checkGateway(model: Model): Promise<Check> {
         max_tokens: 1,
         stream: false,
       }),
-      signal: AbortSignal.timeout(GATEWAY_TIMEOUT_MS),
+      timeoutMs: GATEWAY_TIMEOUT_MS,
     });
     body = await res.text();
   } catch (err) {
     if ((err as Error).name === "TimeoutError") {
       return { check, ok: false, detail: `the model gateway at ${base} did not answer within 10 s` };
     }
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    const why = cause?.code ?? cause?.message ?? (err as Error).message;
-    return { check, ok: false, detail: `the model gateway at ${base} cannot be reached (${why})` };
+    return { check, ok: false, detail: `the model gateway at ${base} cannot be reached (${failureReason(err)})` };
   }
   const message = gatewayMessage(body, model.apiKey);
   if (res.ok) return { check, ok: true, detail: `the model gateway at ${base} answers with model '${model.model}'` };

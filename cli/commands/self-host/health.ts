@@ -1,10 +1,11 @@
 import { ApiHealth } from "../../../protocol/health.ts";
+import { httpRequest } from "../../http-client.ts";
 
 /** One health probe with a short timeout: the API's health when it answers healthy. */
 export async function readHealth(origin: string, timeoutMs = 1000): Promise<ApiHealth | undefined> {
   try {
-    const res = await fetch(`${origin}/v1/health`, { signal: AbortSignal.timeout(timeoutMs) });
-    const parsed = ApiHealth.safeParse(await res.json());
+    const res = await httpRequest(`${origin}/v1/health`, { timeoutMs });
+    const parsed = ApiHealth.safeParse(JSON.parse(await res.text()));
     return res.ok && parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;

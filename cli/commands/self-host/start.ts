@@ -3,6 +3,7 @@ import { Me } from "../../../protocol/account.ts";
 import { hashSecret } from "../../../protocol/credential.ts";
 import { updateConfig } from "../../config-file.ts";
 import { CliError } from "../../errors.ts";
+import { httpRequest } from "../../http-client.ts";
 import { info } from "../../output.ts";
 import { createSpinner } from "../../spinner.ts";
 import { composeProject } from "./compose.ts";
@@ -33,8 +34,8 @@ export type StartResult = {
 };
 
 async function registerHost(origin: string, token: string): Promise<void> {
-  const res = await fetch(`${origin}/v1/accounts/me`, { headers: { authorization: `Bearer ${token}` } });
-  if (!res.ok || !Me.safeParse(await res.json()).success) {
+  const res = await httpRequest(`${origin}/v1/accounts/me`, { headers: { authorization: `Bearer ${token}` } });
+  if (!res.ok || !Me.safeParse(JSON.parse(await res.text())).success) {
     throw new CliError(`the stack started but the admin token was refused (HTTP ${res.status})`);
   }
   updateConfig((config) => {

@@ -2,6 +2,7 @@ import { MODEL_SETUP_COMMAND } from "../../../protocol/env.ts";
 import { ApiHealth } from "../../../protocol/health.ts";
 import { VERSION } from "../../../protocol/version.ts";
 import { createApiClient } from "../../api-client.ts";
+import { httpRequest } from "../../http-client.ts";
 import { printJson, printLine } from "../../output.ts";
 import { composeProject, type ServiceContainer, serviceContainers } from "./compose.ts";
 import { readPid } from "./process.ts";
@@ -33,8 +34,8 @@ export type StackStatus = {
 
 async function health(origin: string): Promise<ApiHealth | undefined> {
   try {
-    const res = await fetch(`${origin}/v1/health`, { signal: AbortSignal.timeout(2000) });
-    const parsed = ApiHealth.safeParse(await res.json());
+    const res = await httpRequest(`${origin}/v1/health`, { timeoutMs: 2000 });
+    const parsed = ApiHealth.safeParse(JSON.parse(await res.text()));
     return res.ok && parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
