@@ -3,7 +3,7 @@
 // (or uses it when SVC_FROM_SOURCE=1) so a checkout works before and while it is being edited.
 import { existsSync } from "node:fs";
 
-const bundle = new URL("../dist/svc.mjs", import.meta.url);
+const bundle = new URL("../dist/svc.cjs", import.meta.url);
 if (process.env.SVC_FROM_SOURCE !== "1" && existsSync(bundle)) {
   await import(bundle.href);
 } else {

@@ -8,5 +8,8 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-// The one place the exit code is set: commands report failure by throwing, never through process.exitCode.
-process.exitCode = await main(process.argv);
+// The one place the exit code is set: commands report failure by throwing, never through process.exitCode. No
+// top-level await: the bundle of this file is CommonJS (scripts/build.mjs).
+main(process.argv).then((code) => {
+  process.exitCode = code;
+});

@@ -25,7 +25,7 @@ await build({ ...server, entryPoints: { api: "api/main.ts", edge: "api/edge/main
 // in, since resolving and loading their many files from node_modules costs more at start-up than the command.
 await build({
   absWorkingDir: root.pathname,
-  entryPoints: { svc: "cli/main.ts" },
+  entryPoints: { "cli/run": "cli/run.ts" },
   outdir: out,
   outExtension: { ".js": ".mjs" },
   chunkNames: "cli/[name]-[hash]",
@@ -39,6 +39,25 @@ await build({
   banner: {
     js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);",
   },
+});
+// Its entry point, one CommonJS file that loads the chunks only for a command other than `svc version`: Node starts a
+// CommonJS file as fast as `node -e 0` and an ES module 1.17x slower, and each further file costs a little more.
+await build({
+  absWorkingDir: root.pathname,
+  entryPoints: { svc: "cli/main.ts" },
+  outdir: out,
+  outExtension: { ".js": ".cjs" },
+  bundle: true,
+  platform: "node",
+  format: "cjs",
+  target: "node20",
+  logLevel: "warning",
+  plugins: [
+    {
+      name: "cli-run-chunks",
+      setup: (b) => b.onResolve({ filter: /^\.\/run\.ts$/ }, () => ({ path: "./cli/run.mjs", external: true })),
+    },
+  ],
 });
 cpSync(new URL("api/db/migrations/", root), new URL(`${out}/migrations/`, root), { recursive: true });
 // A new embedded database starts as a copy of a migrated, empty one (api/db/pglite-template.ts): made here, by the

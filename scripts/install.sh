@@ -93,7 +93,7 @@ mkdir -p "$bin_dir"
 # The bundle straight away when there is one (bin/svc.js would only look for it): `svc version` costs start-up alone.
 {
   printf '#!/bin/sh\n%s\n' "$marker"
-  printf '[ "${SVC_FROM_SOURCE:-}" != 1 ] && [ -f %q ] && exec %q %q "$@"\n' "$root/dist/svc.mjs" "$node" "$root/dist/svc.mjs"
+  printf '[ "${SVC_FROM_SOURCE:-}" != 1 ] && [ -f %q ] && exec %q %q "$@"\n' "$root/dist/svc.cjs" "$node" "$root/dist/svc.cjs"
   printf 'exec %q %q "$@"\n' "$node" "$root/bin/svc.js"
 } >"$shim.tmp"
 chmod 755 "$shim.tmp"
