@@ -1,10 +1,9 @@
 import { MODEL_SETUP_COMMAND } from "../../../protocol/env.ts";
-import { ApiHealth } from "../../../protocol/health.ts";
 import { VERSION } from "../../../protocol/version.ts";
 import { createApiClient } from "../../api-client.ts";
-import { httpRequest } from "../../http-client.ts";
 import { printJson, printLine } from "../../output.ts";
 import { composeProject, type ServiceContainer, serviceContainers } from "./compose.ts";
+import { readHealth } from "./health.ts";
 import { readPid } from "./process.ts";
 import { runningMode } from "./running-mode.ts";
 import { allSessions } from "./stack-sessions.ts";
@@ -32,16 +31,6 @@ export type StackStatus = {
   swarm_services?: StackService[];
 };
 
-async function health(origin: string): Promise<ApiHealth | undefined> {
-  try {
-    const res = await httpRequest(`${origin}/v1/health`, { timeoutMs: 2000 });
-    const parsed = ApiHealth.safeParse(JSON.parse(await res.text()));
-    return res.ok && parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Running sessions of every project the admin sees. */
 async function runningSessions(origin: string, token: string): Promise<number> {
   const sessions = await allSessions(createApiClient({ baseUrl: origin, token }));
@@ -54,7 +43,7 @@ export async function stackStatus(): Promise<StackStatus> {
   const origin = localOrigin(state);
   const running = await runningMode(paths);
   const pid = running === "embedded" ? readPid(paths) : undefined;
-  const answer = running ? await health(origin) : undefined;
+  const answer = running ? await readHealth(origin, 2000) : undefined;
   const model = configuredModel(state);
   const swarm = running ? running === "swarm" : state.mode === "swarm";
   const compose = !swarm && (state.mode === "compose" || running === "compose");
