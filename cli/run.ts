@@ -14,6 +14,12 @@ function exitOverrideAll(cmd: Command): void {
 
 /** Parses and runs one command line; the exit code, never thrown. */
 export async function run(argv: string[]): Promise<number> {
+  // A reader that stops early (`svc self-host env ls | head -1`) ends the output, as it does any Unix tool's: no
+  // unhandled EPIPE with a stack trace.
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE") throw err;
+    process.exit(0);
+  });
   const program = await buildProgram(argv.slice(2));
   exitOverrideAll(program);
   try {

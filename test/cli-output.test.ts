@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seedUser, startApi, type TestApi } from "./support/api-server.ts";
-import { type CliEnv, cliHome, newGitApp, svc } from "./support/cli.ts";
+import { BIN, type CliEnv, cliHome, newGitApp, svc } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { GIT_ENV } from "./support/git-fixture.ts";
 
@@ -91,6 +91,21 @@ describe("the CLI's results and errors (real binary, real API)", () => {
     const help = await run(["hosts", "current", "--yes"]);
     expect(help.code).toBe(2);
     expect(help.stderr).toContain("unknown option '--yes'");
+  });
+
+  it("a reader that closes early ends the output quietly: exit 0, nothing on stderr", async () => {
+    const piped = await execa(
+      "bash",
+      [
+        "-c",
+        `"${process.execPath}" "${BIN}" self-host env ls 2>"$1" | true; echo "\${PIPESTATUS[0]}"`,
+        "_",
+        join(repo, "..", "err.txt"),
+      ],
+      { env: { ...process.env, ...env }, reject: false },
+    );
+    expect(readFileSync(join(repo, "..", "err.txt"), "utf8")).toBe("");
+    expect(piped.stdout.trim()).toBe("0");
   });
 
   it("a mistyped command is an unknown command, and `sessions show` is `sessions info`", async () => {
