@@ -1,7 +1,7 @@
 import { type Command, CommanderError } from "commander";
 import { plainText } from "../protocol/terminal-text.ts";
 import { readCliEnv } from "./config.ts";
-import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.ts";
+import { CliError, EXIT_FAILURE, EXIT_SIGPIPE, EXIT_USAGE } from "./errors.ts";
 import { buildProgram } from "./program.ts";
 
 /** Help and version are successes; every other commander complaint is a usage error (SPEC: exit 2). */
@@ -14,11 +14,11 @@ function exitOverrideAll(cmd: Command): void {
 
 /** Parses and runs one command line; the exit code, never thrown. */
 export async function run(argv: string[]): Promise<number> {
-  // A reader that stops early (`svc self-host env ls | head -1`) ends the output, as it does any Unix tool's: no
-  // unhandled EPIPE with a stack trace.
+  // A reader that stops early (`svc self-host env ls | head -1`) ends the output as it ends any Unix tool's: quietly,
+  // with SIGPIPE's status, never an unhandled EPIPE and its stack trace.
   process.stdout.on("error", (err: NodeJS.ErrnoException) => {
     if (err.code !== "EPIPE") throw err;
-    process.exit(0);
+    process.exit(EXIT_SIGPIPE);
   });
   const program = await buildProgram(argv.slice(2));
   exitOverrideAll(program);

@@ -18,8 +18,6 @@ async function logs(cmd: Command, id: string): Promise<void> {
 
 type Exec = { cmd: string[]; tty: boolean };
 
-const SIGPIPE_STATUS = 128 + 13;
-
 /** Opens the exec connection (protocol/sandbox-access.ts); an API refusal becomes the usual error. */
 function connect(ctx: Context, path: string, exec: Exec): Promise<Duplex> {
   const url = new URL(`${ctx.client.baseUrl}${path}`);
@@ -95,9 +93,6 @@ async function run(ctx: Context, path: string, exec: Exec): Promise<number> {
         }
       });
       socket.on("error", (err) => reject(new CliError(`the connection to the sandbox broke: ${err.message}`)));
-      // Our reader left (`… | head -1`): stop as a pipeline's writer does, with SIGPIPE's status. The listener
-      // stays: a write still under way may fail after the command is over, and that is no error either.
-      process.stdout.on("error", () => resolve(SIGPIPE_STATUS));
       socket.on("close", () => reject(new CliError("the connection to the sandbox closed before the command ended")));
     });
   } finally {
