@@ -54,6 +54,7 @@ function setup(size = 1, freeMemory = () => 64 * 2 ** 30) {
     log: logs.log,
     now: () => clock.now,
     freeMemory,
+    bootsAtOnce: 2,
   });
   pools.push(pool);
   const project = memoryProject();
@@ -145,7 +146,7 @@ describe("warm pool", () => {
     await until("a replacement", () => ready(mem, project.id).some((c) => c.owner.sessionId !== id));
   });
 
-  it("a burst of requests grows the pool to the burst's size, one sandbox booting at a time, then it shrinks", async () => {
+  it("a burst of requests grows the pool to the burst's size, two sandboxes booting at a time, then it shrinks", async () => {
     const { mem, pool, project, clock } = setup(1);
     pool.reserve(project, FITS);
     await settled(mem, project.id, 1);
@@ -157,7 +158,7 @@ describe("warm pool", () => {
     await settled(mem, project.id, 6);
     await new Promise((r) => setTimeout(r, 50));
     expect(ready(mem, project.id)).toHaveLength(6);
-    expect(mem.peakBooting(project.id)).toBe(1);
+    expect(mem.peakBooting(project.id)).toBe(2);
     const next = [...Array(6)].map(() => pool.reserve(project, FITS));
     expect(next.every((id) => id !== undefined)).toBe(true);
     for (const id of next) claim(mem, pool, id!);
@@ -202,13 +203,13 @@ describe("warm pool", () => {
     expect(mem.peakBooting(project.id)).toBe(1);
   });
 
-  it("a larger pool's burst stops at eight, its members booting one at a time", async () => {
+  it("a larger pool's burst stops at eight, its members booting two at a time", async () => {
     const { mem, pool, project } = setup(5);
     for (let i = 0; i < 12; i++) pool.reserve(project, FITS);
     await settled(mem, project.id, 8);
     await new Promise((r) => setTimeout(r, 50));
     expect(mem.pooled(project.id)).toHaveLength(8);
-    expect(mem.peakBooting(project.id)).toBe(1);
+    expect(mem.peakBooting(project.id)).toBe(2);
   });
 
   it("a member made before the default branch moved, or before the secrets changed, is replaced", async () => {

@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { freemem } from "node:os";
+import { availableParallelism, freemem } from "node:os";
 import { promisify } from "node:util";
 import { newSecret } from "../../protocol/credential.ts";
 import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
@@ -71,6 +71,8 @@ export type WarmPoolDeps = {
   now?: () => number;
   /** The host's free memory in bytes, which a burst's extra members must leave room in; default os.freemem. */
   freeMemory?: () => number;
+  /** A project's members booting at once; default two where the host has two cores, else one (see createWarmPool). */
+  bootsAtOnce?: number;
 };
 
 /** The session a pool sandbox is made for, before anyone asked for it: the project's default branch and agent. */
@@ -119,14 +121,16 @@ async function bundleOf(gitDir: string, branch: string): Promise<Buffer> {
  * `idleMs` give theirs up.
  *
  * Refill ahead of demand: every request starts the replacement of what it took at once (not on the next tick), and
- * a burst of requests grows the project's pool for a while (see `target`). Members are still made one at a time per
- * project: on a two-core host a burst of boots slows the very claims it is meant to speed up.
+ * a burst of requests grows the project's pool for a while (see `target`). A project's members boot `bootsAtOnce`
+ * at a time: a boot is held to one core by the sandbox's CPU limit, so one alone leaves a second core idle, and
+ * more than the cores would only slow each other and the claims they are made for.
  */
 export function createWarmPool(deps: WarmPoolDeps) {
   const { driver, settings, log } = deps;
   const reach = deps.reach ?? sandboxReach("direct", "", undefined);
   const now = deps.now ?? Date.now;
   const freeMemory = deps.freeMemory ?? freemem;
+  const bootsAtOnce = deps.bootsAtOnce ?? Math.min(2, availableParallelism());
   const members = new Map<string, PoolMember>();
   const wanted = new Map<string, { project: Project; at: number }>();
   const filling = new Map<string, Promise<void>>();
@@ -277,14 +281,26 @@ export function createWarmPool(deps: WarmPoolDeps) {
    */
   const roomToBorrow = () => freeMemory() >= 2 * settings.limits.memoryBytes;
 
-  /** Tops a wanted project's pool up to its target, one member at a time (two cores: a burst of boots slows claims). */
+  /**
+   * Tops a wanted project's pool up to its target, `bootsAtOnce` members at a time. A boot counts toward the pool
+   * from the moment it is decided (before its container exists), so two boots never both take the last place.
+   */
   async function topUp(project: Project): Promise<void> {
-    try {
+    let booting = 0;
+    const boots = async () => {
       while (!stopped && wanted.has(project.id)) {
-        const spare = ofProject(project.id).filter((m) => m.state !== "reserved").length;
-        if (spare >= target(project.id) || (spare >= settings.size && !roomToBorrow())) break;
-        if (!(await addMember(project))) break;
+        const spare = ofProject(project.id).filter((m) => m.state === "ready").length + booting;
+        if (spare >= target(project.id) || (spare >= settings.size && !roomToBorrow())) return;
+        booting++;
+        try {
+          if (!(await addMember(project))) return;
+        } finally {
+          booting--;
+        }
       }
+    };
+    try {
+      await Promise.all(Array.from({ length: bootsAtOnce }, boots));
     } catch (err) {
       log("warm pool fill failed", { project: project.id, error: (err as Error).message });
     }
