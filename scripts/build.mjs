@@ -8,6 +8,25 @@ const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8"));
 // never finds it half written.
 const out = `dist.building-${process.pid}`;
 rmSync(new URL(`${out}/`, root), { recursive: true, force: true });
+/**
+ * zod's messages in English only: its `locales` namespace (half of the bundled zod, 368 KB of other languages, none
+ * of which svc uses) reduced to `en`, which zod registers itself. A CLI command compiles that much less at start-up
+ * (hosts ls: 292 -> 273 CPU-ms, 30 runs each in turn).
+ */
+const zodEnglishOnly = {
+  name: "zod-english-only",
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      args.importer.includes("/node_modules/zod/")
+        ? { path: args.resolveDir.replace(/\/(classic|core)$/, "/locales/en.js"), namespace: "zod-english-only" }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "zod-english-only" }, (args) => ({
+      contents: `export { default as en } from ${JSON.stringify(args.path)};`,
+      resolveDir: root.pathname,
+    }));
+  },
+};
 // The server programs: node_modules beside them (`packages: "external"`).
 const server = {
   absWorkingDir: root.pathname,
@@ -36,6 +55,7 @@ await build({
   target: "node20",
   sourcemap: "linked",
   logLevel: "warning",
+  plugins: [zodEnglishOnly],
   banner: {
     js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);",
   },
@@ -83,6 +103,7 @@ await build({
   format: "esm",
   target: "node20",
   logLevel: "warning",
+  plugins: [zodEnglishOnly],
   // The first line names the version (the API announces it without running the file); bundled CommonJS
   // dependencies call require(), so the ESM bundle gets one.
   banner: {
