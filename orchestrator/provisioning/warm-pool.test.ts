@@ -251,6 +251,19 @@ describe("warm pool", () => {
     expect(id).not.toBe(dead.owner.sessionId);
   });
 
+  it("a boot that fails leaves the other one booting under the same top-up: never more than two at once", async () => {
+    const { mem, project, logs, request } = setup(3);
+    mem.failNext("create", () => undefined);
+    mem.failNext("create", new Error("the engine hiccuped"));
+    request();
+    await until("the failure logged", () => logs.lines.some((l) => l.msg === "warm pool fill failed"));
+    // Requests while the first boot is still under way join its top-up; none starts boots beside it.
+    request();
+    request();
+    await settled(mem, project.id, 3);
+    expect(mem.peakBooting(project.id)).toBeLessThanOrEqual(2);
+  });
+
   it("a member that fails to boot leaves nothing behind", async () => {
     const { mem, project, logs, request } = setup();
     mem.behaviour.afterSeed = "failed";

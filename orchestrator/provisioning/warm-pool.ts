@@ -287,23 +287,24 @@ export function createWarmPool(deps: WarmPoolDeps) {
    */
   async function topUp(project: Project): Promise<void> {
     let booting = 0;
+    // Each line of boots ends on its own failure: the top-up, which `stop` waits for, lasts as long as the last.
     const boots = async () => {
-      while (!stopped && wanted.has(project.id)) {
-        const spare = ofProject(project.id).filter((m) => m.state === "ready").length + booting;
-        if (spare >= target(project.id) || (spare >= settings.size && !roomToBorrow())) return;
-        booting++;
-        try {
-          if (!(await addMember(project))) return;
-        } finally {
-          booting--;
+      try {
+        while (!stopped && wanted.has(project.id)) {
+          const spare = ofProject(project.id).filter((m) => m.state === "ready").length + booting;
+          if (spare >= target(project.id) || (spare >= settings.size && !roomToBorrow())) return;
+          booting++;
+          try {
+            if (!(await addMember(project))) return;
+          } finally {
+            booting--;
+          }
         }
+      } catch (err) {
+        log("warm pool fill failed", { project: project.id, error: (err as Error).message });
       }
     };
-    try {
-      await Promise.all(Array.from({ length: bootsAtOnce }, boots));
-    } catch (err) {
-      log("warm pool fill failed", { project: project.id, error: (err as Error).message });
-    }
+    await Promise.all(Array.from({ length: bootsAtOnce }, boots));
   }
 
   /**
