@@ -273,6 +273,39 @@ describe("warm pool", () => {
     expect(request()).toBeUndefined();
   });
 
+  it("boots that keep failing are tried again after twice as long each time; one that succeeds ends the wait", async () => {
+    const { mem, pool, project, logs, clock } = setup();
+    const creates = () => mem.calls.filter((c) => c.op === "create").length;
+    const pauses = () => logs.lines.filter((l) => l.msg === "warm pool paused after a failed boot");
+    mem.behaviour.afterSeed = "failed";
+    pool.reserve(project, FITS);
+    await until("the pool paused", () => pauses().length === 1);
+    expect(pauses()[0]).toMatchObject({ extra: { retry_in_s: 120 } });
+    const tried = creates();
+    // Neither requests nor the timer boot another before the wait is over (a request a minute: no burst).
+    clock.now += BURST_WINDOW_MS;
+    pool.reserve(project, FITS);
+    await pool.check();
+    clock.now += 119_000 - BURST_WINDOW_MS;
+    await pool.check();
+    await new Promise((r) => setTimeout(r, 30));
+    expect(creates()).toBe(tried);
+    clock.now += 1_001;
+    await pool.check();
+    await until("the second pause", () => pauses().length === 2);
+    expect(pauses()[1]).toMatchObject({ extra: { retry_in_s: 240 } });
+    expect(creates()).toBe(tried + 1);
+    // Fixed meanwhile: after the longer wait a member boots, and the next failure waits the first wait again.
+    mem.behaviour.afterSeed = "ready";
+    clock.now += 240_001;
+    await pool.check();
+    await settled(mem, project.id, 1);
+    mem.behaviour.afterSeed = "failed";
+    pool.take(pool.reserve(project, FITS)!);
+    await until("the third pause", () => pauses().length === 3);
+    expect(pauses()[2]).toMatchObject({ extra: { retry_in_s: 120 } });
+  });
+
   it("a project without requests for the idle time gives its pool up, and it is not refilled", async () => {
     const { mem, pool, project, clock } = setup();
     const other = memoryProject();

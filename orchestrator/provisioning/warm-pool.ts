@@ -97,6 +97,8 @@ export const BURST_WINDOW_MS = 60_000;
 /** How long a pool grown by a burst keeps its size after the burst's last request before shrinking back. */
 export const BURST_HOLD_MS = 10 * 60_000;
 
+/** The longest a project's pool waits before trying again after boots that kept failing. */
+const MAX_FAILURE_BACKOFF_MS = 10 * 60_000;
 const MAX_BUNDLE_BYTES = 512 << 20;
 const SEED_TIMEOUT_MS = 60_000;
 
@@ -138,6 +140,13 @@ export function createWarmPool(deps: WarmPoolDeps) {
   const again = new Set<string>();
   /** Per project: when requests a pooled sandbox could serve came, within BURST_WINDOW_MS. */
   const demand = new Map<string, number[]>();
+  /**
+   * Per project: top-ups in a row with a failed boot, and until when the pool makes no member. An image that does
+   * not build or a sandbox that cannot boot would otherwise be retried at every tick and request, each try costing
+   * what a boot costs; sessions start cold meanwhile.
+   */
+  const failing = new Map<string, { count: number; until: number }>();
+  const paused = (projectId: string) => now() < (failing.get(projectId)?.until ?? 0);
   /** Per project: the size a burst raised its pool to, and when that burst's last request came. */
   const raised = new Map<string, { size: number; at: number }>();
   let timer: NodeJS.Timeout | undefined;
@@ -193,10 +202,10 @@ export function createWarmPool(deps: WarmPoolDeps) {
       },
     );
 
-  /** Makes one ready member; false when it could not (the failure is logged, nothing is left behind). */
-  async function addMember(project: Project): Promise<boolean> {
+  /** Makes one ready member: `failed` when its sandbox did not boot (logged, nothing left behind). */
+  async function addMember(project: Project): Promise<"ready" | "no base" | "failed"> {
     const baseSha = (await deps.repos.tips(project))?.get(project.default_branch);
-    if (!baseSha) return false;
+    if (!baseSha) return "no base";
     const gitDir = await deps.repos.gitDir(project);
     const sessionId = randomUUID();
     const sandboxId = randomUUID();
@@ -254,11 +263,11 @@ export function createWarmPool(deps: WarmPoolDeps) {
       await seed(member, gitDir);
       await waitPool(member, "ready");
       member.state = "ready";
-      return true;
+      return "ready";
     } catch (err) {
       log("a pooled sandbox failed", { project: project.id, error: (err as Error).message });
       await discard(member);
-      return false;
+      return "failed";
     }
   }
 
@@ -287,6 +296,9 @@ export function createWarmPool(deps: WarmPoolDeps) {
    */
   async function topUp(project: Project): Promise<void> {
     let booting = 0;
+    let madeOne = false;
+    /** A boot that cost a sandbox and failed (or threw), not one that found no base branch to make it from. */
+    let failed = false;
     // Each line of boots ends on its own failure: the top-up, which `stop` waits for, lasts as long as the last.
     const boots = async () => {
       try {
@@ -295,16 +307,27 @@ export function createWarmPool(deps: WarmPoolDeps) {
           if (spare >= target(project.id) || (spare >= settings.size && !roomToBorrow())) return;
           booting++;
           try {
-            if (!(await addMember(project))) return;
+            const made = await addMember(project);
+            if (made === "failed") failed = true;
+            if (made !== "ready") return;
+            madeOne = true;
           } finally {
             booting--;
           }
         }
       } catch (err) {
+        failed = true;
         log("warm pool fill failed", { project: project.id, error: (err as Error).message });
       }
     };
     await Promise.all(Array.from({ length: bootsAtOnce }, boots));
+    if (madeOne) failing.delete(project.id);
+    if (failed && !stopped) {
+      const count = (failing.get(project.id)?.count ?? 0) + 1;
+      const waitMs = Math.min(settings.tickMs * 2 ** count, MAX_FAILURE_BACKOFF_MS);
+      failing.set(project.id, { count, until: now() + waitMs });
+      log("warm pool paused after a failed boot", { project: project.id, retry_in_s: Math.round(waitMs / 1000) });
+    }
   }
 
   /**
@@ -317,12 +340,13 @@ export function createWarmPool(deps: WarmPoolDeps) {
       again.add(project.id);
       return running;
     }
+    if (paused(project.id)) return Promise.resolve();
     const work = (async () => {
       try {
         do {
           again.delete(project.id);
           await topUp(project);
-        } while (again.has(project.id) && !stopped);
+        } while (again.has(project.id) && !stopped && !paused(project.id));
       } finally {
         // In the same step as the last look at `again`: no call can join a top-up that already decided to end. The
         // `await` above always comes first, so the entry set below exists by then.
