@@ -378,6 +378,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
         wanted.delete(projectId);
         demand.delete(projectId);
         raised.delete(projectId);
+        failing.delete(projectId);
         await Promise.all(ready.map(discard));
         continue;
       }
