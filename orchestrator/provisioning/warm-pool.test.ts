@@ -2,8 +2,9 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { createMemoryDriver, type MemoryDriver } from "../../test/support/memory-driver.ts";
 import { memoryLog, memoryProject, memoryRepos, memorySecrets } from "../../test/support/memory-ports.ts";
 import { waitFor } from "../../test/support/wait.ts";
+import { BURST_HOLD_MS, BURST_WINDOW_MS } from "./pool-pace.ts";
 import { sandboxEnv } from "./sandbox-env.ts";
-import { BURST_HOLD_MS, BURST_WINDOW_MS, createWarmPool, type WarmPool } from "./warm-pool.ts";
+import { createWarmPool, type WarmPool } from "./warm-pool.ts";
 
 const IDLE_MS = 30 * 60_000;
 const FITS: { baseRef: string; agent: string; model: string | null } = { baseRef: "main", agent: "build", model: null };

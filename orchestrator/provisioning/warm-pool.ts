@@ -9,6 +9,7 @@ import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
 import type { Log, RepositoryPort, SecretsPort, SessionToProvision } from "../ports.ts";
 import type { SandboxDriver, SandboxEgress, SandboxLimits } from "../sandbox/driver.ts";
+import { createPoolPace } from "./pool-pace.ts";
 import { type SandboxReach, sandboxReach } from "./sandbox-reach.ts";
 import { readHealth, waitHealth } from "./wait-live.ts";
 
@@ -87,18 +88,6 @@ function pooledSession(project: Project, sessionId: string, agent: string): Sess
   } as SessionToProvision;
 }
 
-/**
- * SVC_POOL_SIZE's own maximum (protocol/stack-settings.ts): no project's pool ever holds more, burst or not. A burst
- * grows a pool up to it: as many as the burst asked for, so the next such burst is served warm to its last request.
- */
-export const MAX_POOL_PER_PROJECT = 8;
-/** Requests a pooled sandbox could serve, counted over this window, are what a burst is measured by. */
-export const BURST_WINDOW_MS = 60_000;
-/** How long a pool grown by a burst keeps its size after the burst's last request before shrinking back. */
-export const BURST_HOLD_MS = 10 * 60_000;
-
-/** The longest a project's pool waits before trying again after boots that kept failing. */
-const MAX_FAILURE_BACKOFF_MS = 10 * 60_000;
 const MAX_BUNDLE_BYTES = 512 << 20;
 const SEED_TIMEOUT_MS = 60_000;
 
@@ -123,7 +112,7 @@ async function bundleOf(gitDir: string, branch: string): Promise<Buffer> {
  * `idleMs` give theirs up.
  *
  * Refill ahead of demand: every request starts the replacement of what it took at once (not on the next tick), and
- * a burst of requests grows the project's pool for a while (see `target`). A project's members boot `bootsAtOnce`
+ * a burst of requests grows the project's pool for a while (pool-pace.ts). A project's members boot `bootsAtOnce`
  * at a time: a boot is held to one core by the sandbox's CPU limit, so one alone leaves a second core idle, and
  * more than the cores would only slow each other and the claims they are made for.
  */
@@ -138,48 +127,11 @@ export function createWarmPool(deps: WarmPoolDeps) {
   const filling = new Map<string, Promise<void>>();
   /** Projects asked to fill while their fill ran: it looks again before it ends, so no request waits for a tick. */
   const again = new Set<string>();
-  /** Per project: when requests a pooled sandbox could serve came, within BURST_WINDOW_MS. */
-  const demand = new Map<string, number[]>();
-  /**
-   * Per project: top-ups in a row with a failed boot, and until when the pool makes no member. An image that does
-   * not build or a sandbox that cannot boot would otherwise be retried at every tick and request, each try costing
-   * what a boot costs; sessions start cold meanwhile.
-   */
-  const failing = new Map<string, { count: number; until: number }>();
-  const paused = (projectId: string) => now() < (failing.get(projectId)?.until ?? 0);
-  /** Per project: the size a burst raised its pool to, and when that burst's last request came. */
-  const raised = new Map<string, { size: number; at: number }>();
+  const pace = createPoolPace(settings, now);
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
 
   const ofProject = (projectId: string) => [...members.values()].filter((m) => m.projectId === projectId);
-
-  /**
-   * The spare members a project's pool aims for: `size`, or while a burst lasts (and BURST_HOLD_MS after it) as many
-   * as it saw requests within BURST_WINDOW_MS, up to MAX_POOL_PER_PROJECT. Why as many as the last minute's requests: that
-   * is the best guess of the next minute's, and the size a pool needs for the next such burst to be served warm,
-   * since members made one at a time cannot keep up with requests back to back. Why held for a while: members take
-   * seconds each to boot; dropping them as soon as the window passed would throw away the work just done.
-   */
-  function target(projectId: string): number {
-    const burst = raised.get(projectId);
-    return burst && now() - burst.at <= BURST_HOLD_MS ? Math.max(settings.size, burst.size) : settings.size;
-  }
-
-  /** Counts a request a pooled sandbox could serve (whether one was ready or not) toward a burst. */
-  function noteDemand(projectId: string): void {
-    const at = now();
-    // Only the newest MAX_POOL_PER_PROJECT matter: a flood of requests keeps a short list.
-    const recent = [...(demand.get(projectId) ?? []).filter((t) => at - t < BURST_WINDOW_MS), at].slice(
-      -MAX_POOL_PER_PROJECT,
-    );
-    demand.set(projectId, recent);
-    const size = recent.length;
-    if (size <= settings.size) return;
-    const burst = raised.get(projectId);
-    const held = burst && at - burst.at <= BURST_HOLD_MS ? burst.size : 0;
-    raised.set(projectId, { size: Math.max(size, held), at });
-  }
 
   async function discard(member: PoolMember): Promise<void> {
     members.delete(member.sessionId);
@@ -304,7 +256,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
       try {
         while (!stopped && wanted.has(project.id)) {
           const spare = ofProject(project.id).filter((m) => m.state === "ready").length + booting;
-          if (spare >= target(project.id) || (spare >= settings.size && !roomToBorrow())) return;
+          if (spare >= pace.target(project.id) || (spare >= settings.size && !roomToBorrow())) return;
           booting++;
           try {
             const made = await addMember(project);
@@ -321,13 +273,9 @@ export function createWarmPool(deps: WarmPoolDeps) {
       }
     };
     await Promise.all(Array.from({ length: bootsAtOnce }, boots));
-    if (madeOne) failing.delete(project.id);
-    if (failed && !stopped) {
-      const count = (failing.get(project.id)?.count ?? 0) + 1;
-      const waitMs = Math.min(settings.tickMs * 2 ** count, MAX_FAILURE_BACKOFF_MS);
-      failing.set(project.id, { count, until: now() + waitMs });
+    const waitMs = stopped ? undefined : pace.toppedUp(project.id, { made: madeOne, failed });
+    if (waitMs)
       log("warm pool paused after a failed boot", { project: project.id, retry_in_s: Math.round(waitMs / 1000) });
-    }
   }
 
   /**
@@ -340,13 +288,13 @@ export function createWarmPool(deps: WarmPoolDeps) {
       again.add(project.id);
       return running;
     }
-    if (paused(project.id)) return Promise.resolve();
+    if (pace.paused(project.id)) return Promise.resolve();
     const work = (async () => {
       try {
         do {
           again.delete(project.id);
           await topUp(project);
-        } while (again.has(project.id) && !stopped && !paused(project.id));
+        } while (again.has(project.id) && !stopped && !pace.paused(project.id));
       } finally {
         // In the same step as the last look at `again`: no call can join a top-up that already decided to end. The
         // `await` above always comes first, so the entry set below exists by then.
@@ -376,9 +324,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
       const ready = ofProject(projectId).filter((m) => m.state === "ready");
       if (now() - at > settings.idleMs) {
         wanted.delete(projectId);
-        demand.delete(projectId);
-        raised.delete(projectId);
-        failing.delete(projectId);
+        pace.forget(projectId);
         await Promise.all(ready.map(discard));
         continue;
       }
@@ -393,7 +339,9 @@ export function createWarmPool(deps: WarmPoolDeps) {
       await Promise.all([...stale, ...dead].filter((m) => m.state === "ready").map(discard));
       // A burst over: the members it added beyond the target go (ready ones; one still warming goes next time).
       const spare = ofProject(projectId).filter((m) => m.state !== "reserved");
-      const surplus = spare.filter((m) => m.state === "ready").slice(0, Math.max(0, spare.length - target(projectId)));
+      const surplus = spare
+        .filter((m) => m.state === "ready")
+        .slice(0, Math.max(0, spare.length - pace.target(projectId)));
       await Promise.all(surplus.map(discard));
       void fill(project);
     }
@@ -414,7 +362,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
         wants.baseRef === project.default_branch &&
         wants.agent === settings.defaultAgent &&
         (wants.model === null || wants.model === settings.defaultModel);
-      if (fits) noteDemand(project.id);
+      if (fits) pace.noteDemand(project.id);
       const member = fits ? ofProject(project.id).find((m) => m.state === "ready") : undefined;
       if (member) member.state = "reserved";
       void fill(project);
