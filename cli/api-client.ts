@@ -121,6 +121,13 @@ export function createApiClient(options: {
     }
   }
 
+  /** A binary answer's body as it arrives (a backup's dump, say), once the answer said it succeeded. */
+  async function download(path: string): Promise<HttpAnswer["body"]> {
+    const res = await send("GET", path, { accept: "application/octet-stream" });
+    if (!res.ok) throw failure(res, await bodyJson(res));
+    return res.body;
+  }
+
   /** A JSON-lines stream (`application/x-ndjson`): each line parsed, until the server or `signal` ends it. */
   async function* jsonLines(path: string, query: Record<string, string | undefined>, signal: AbortSignal) {
     const res = await send("GET", path, { accept: "application/x-ndjson", query, signal });
@@ -132,7 +139,7 @@ export function createApiClient(options: {
     }
   }
 
-  return { baseUrl: base, token: options.token, request, events, jsonLines, failure };
+  return { baseUrl: base, token: options.token, request, events, jsonLines, download, failure };
 }
 
 export type ApiClient = ReturnType<typeof createApiClient>;

@@ -16,7 +16,6 @@ import { BackupRepositories } from "../../../protocol/admin.ts";
 import { VERSION } from "../../../protocol/version.ts";
 import { type ApiClient, createApiClient } from "../../api-client.ts";
 import { CliError } from "../../errors.ts";
-import { failureReason, type HttpAnswer, httpRequest } from "../../http-client.ts";
 import { info } from "../../output.ts";
 import {
   BACKUP_DIR,
@@ -49,22 +48,9 @@ const Installation = z.object({ id: z.uuid() });
 
 /** A binary answer of the API written to `file` (0600) as it arrives; its size. */
 async function download(api: ApiClient, path: string, file: string): Promise<number> {
-  let res: HttpAnswer;
-  try {
-    res = await httpRequest(api.baseUrl + path, { headers: { authorization: `Bearer ${api.token}` } });
-  } catch (err) {
-    throw new CliError(`cannot reach ${api.baseUrl} (${failureReason(err)})`);
-  }
-  if (!res.ok) {
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {}
-    throw api.failure(res, json);
-  }
+  const body = await api.download(path);
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  await pipeline(res.body, createWriteStream(file, { mode: 0o600 }));
+  await pipeline(body, createWriteStream(file, { mode: 0o600 }));
   return statSync(file).size;
 }
 
