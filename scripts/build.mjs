@@ -27,6 +27,9 @@ const zodEnglishOnly = {
     }));
   },
 };
+/** A `require` for an ES module bundle whose bundled CommonJS dependencies call it. */
+const ESM_REQUIRE =
+  "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);";
 // The server programs: node_modules beside them (`packages: "external"`).
 const server = {
   absWorkingDir: root.pathname,
@@ -57,7 +60,7 @@ await build({
   logLevel: "warning",
   plugins: [zodEnglishOnly],
   banner: {
-    js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);",
+    js: ESM_REQUIRE,
   },
 });
 // Its entry point, one CommonJS file that loads the chunks only for a command other than `svc version`: Node starts a
@@ -107,7 +110,7 @@ await build({
   // The first line names the version (the API announces it without running the file); bundled CommonJS
   // dependencies call require(), so the ESM bundle gets one.
   banner: {
-    js: `// svc ${pkg.version}\nimport { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);`,
+    js: `// svc ${pkg.version}\n${ESM_REQUIRE}`,
   },
 });
 const old = `dist.old-${process.pid}`;
