@@ -110,13 +110,19 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
       { timeoutMs: 10_000 },
     );
     expect(opencodeLog).toMatch(/llm\.provider=svc-warmup/);
+    // It booted at the engine's least CPU weight, and the first session's own sandbox at the default.
+    const cpuShares = async (id: string) => (await sp.docker.getContainer(id).inspect()).HostConfig.CpuShares;
+    expect(await cpuShares(member.Id)).toBe(2);
+    expect(await cpuShares((await containerOf(first.session_id))!.Id)).toBe(1024);
 
     const asked = Date.now();
     const created = await sp.sessions("", "POST", { prompt: CR_PROMPT });
     expect(created.status).toBe(201);
     // The session took a pooled sandbox's id: its container, labels and branch were made before it was asked.
-    await claimedMember(created.body.session_id, asked);
+    const claimed = await claimedMember(created.body.session_id, asked);
     await running(created.body.session_id);
+    // A session's now: it weighs what any sandbox does.
+    expect(await cpuShares(claimed.Id)).toBe(1024);
 
     // Its agent's shell has the session's CLI token (from the claim): it pushes and opens the CR as the session.
     const cr = await waitFor(

@@ -58,6 +58,7 @@ describe("provisioner", () => {
       API_KEY: "project-secret-1",
     });
     expect(container.pool).toBeNull();
+    expect(container.yielding).toBe(false);
 
     const [sandbox] = records.sandboxesOf(session.session_id);
     expect(sandbox).toMatchObject({
@@ -78,6 +79,8 @@ describe("provisioner", () => {
     expect(provisioner.reservePooled(project, FITS)).toBeUndefined();
     await until("a warm sandbox", () => mem.pooled(project.id, "ready").length === 1);
     const [warm] = mem.pooled(project.id, "ready");
+    // Booted ahead of demand, it yields its CPU to others until a session claims it.
+    expect(warm!.yielding).toBe(true);
     const id = provisioner.reservePooled(project, FITS)!;
     expect(id).toBe(warm!.owner.sessionId);
 
@@ -91,6 +94,7 @@ describe("provisioner", () => {
     expect(sandbox).toMatchObject({ status: "active", sandbox_id: warm!.owner.sandboxId, container_id: warm!.id });
     const [token] = tokens.live();
     expect(warm!.daemon!.pool).toBe("claimed");
+    expect(warm!.yielding).toBe(false);
     expect(warm!.daemon!.claimedEnv).toEqual({
       SVC_CLI_TOKEN: token!.token,
       SVC_EXECUTOR_TOKEN: token!.token,

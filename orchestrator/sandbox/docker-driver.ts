@@ -31,6 +31,14 @@ const LOG_CONFIG: Docker.HostConfig["LogConfig"] = {
   Config: { "max-size": "10m", "max-file": "3" },
 };
 
+/**
+ * CPU shares (the engine's default 1,024): a pooled sandbox boots at Docker's least weight until a session claims it.
+ * Measured here: a sandbox starting beside two such boots took 0.95-1.10 s, as on an idle host, and 1.52-1.54 s
+ * beside two at the default weight.
+ */
+const POOLED_CPU_SHARES = 2;
+const CPU_SHARES = 1024;
+
 /** Resource limits and hardening shared by sandboxes and apps. */
 function hostConfig(placement: SandboxPlacement, limits: SandboxLimits): Docker.HostConfig {
   return {
@@ -143,7 +151,7 @@ export function createDockerDriver(options: {
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
         Labels: { ...toLabels(spec.owner), ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}) },
         ExposedPorts: { [port]: {} },
-        HostConfig: hostConfig(placement, spec.limits),
+        HostConfig: { ...hostConfig(placement, spec.limits), CpuShares: spec.pool ? POOLED_CPU_SHARES : CPU_SHARES },
       }),
       spec.egress,
     );
@@ -181,6 +189,10 @@ export function createDockerDriver(options: {
         const info = await inspect(id);
         if (!info) throw new Error(`container ${id} vanished after start`);
         return info;
+      },
+
+      async claimed(id: string) {
+        await docker.getContainer(id).update({ CpuShares: CPU_SHARES });
       },
 
       async remove(id: string) {

@@ -140,6 +140,9 @@ export function createSwarmDriver(deps: {
         return toInfo(service, task);
       },
 
+      // A service's resources have limits and reservations but no CPU weight: a pooled task boots as any task does.
+      async claimed() {},
+
       async remove(id) {
         const service = await tasks.service(id);
         if (!service) return;

@@ -54,6 +54,8 @@ export type MemoryContainer = {
   started: boolean;
   owner: Partial<SandboxOwner> & Partial<AppOwner>;
   pool: string | null;
+  /** A pooled sandbox's boot yields its CPU to others (SandboxSpec.pool) until `claimed`. */
+  yielding: boolean;
   egress: SandboxEgress;
   /** The daemon's (sandbox) or the app's port. */
   port: number;
@@ -153,7 +155,9 @@ export function createMemoryDriver() {
   const booting = (c: MemoryContainer) =>
     c.pool !== null && c.daemon?.pool !== "ready" && c.daemon?.pool !== "claimed" && c.daemon?.pool !== "failed";
 
-  function add(c: Omit<MemoryContainer, "id" | "createdAt" | "started" | "running" | "logs" | "diskBytes">): string {
+  function add(
+    c: Omit<MemoryContainer, "id" | "createdAt" | "started" | "running" | "logs" | "diskBytes" | "yielding">,
+  ): string {
     if ([...containers.values()].some((o) => o.name === c.name))
       throw new OrchestratorError(
         "SANDBOX_BACKEND_FAILED",
@@ -166,6 +170,7 @@ export function createMemoryDriver() {
       createdAt: Date.now(),
       started: false,
       running: false,
+      yielding: c.pool !== null,
       logs: [],
       diskBytes: 0,
     };
@@ -312,6 +317,11 @@ export function createMemoryDriver() {
             : { state: behaviour.clone, commit: null, error: null };
       }
       return info(c);
+    },
+
+    async claimed(id: string) {
+      injected("claimed", [id]);
+      get(id, "update").yielding = false;
     },
 
     async remove(id: string) {
