@@ -206,9 +206,12 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     const [failed] = await settled(number, broken);
     expect(failed).toMatchObject({ status: "failed", exit_code: 4 });
 
-    // The agent read the check's name, its command and the end of its log, then pushed its fix to the same CR.
-    const prompt = await waitFor("the failed check reaching the agent's model", async () =>
-      llm.turns().find((t) => t.includes('The check "rules" of CR')),
+    // The agent read the check's name, its command and the end of its log, then pushed its fix to the same CR. Its
+    // runtime's first turn in a one-core sandbox (boot and agent loop, some 10 CPU-s) is what this waits on.
+    const prompt = await waitFor(
+      "the failed check reaching the agent's model",
+      async () => llm.turns().find((t) => t.includes('The check "rules" of CR')),
+      { timeoutMs: 120_000 },
     );
     expect(prompt).toContain("sh check.sh");
     expect(prompt).toContain("broken.txt must not exist");

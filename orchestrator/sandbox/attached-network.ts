@@ -38,6 +38,9 @@ function parsePool(cidr: string): { base: number; blocks: number } {
  * The host's own ports answer on the network's gateway: this API, in a container, can neither change nor see the
  * host's firewall, so `svc self-host start` closes them from the host (matching the pool's source addresses).
  */
+/** Rounds of disconnect and remove before a network that keeps getting endpoints is reported (removeNetwork). */
+const REMOVE_NETWORK_ROUNDS = 4;
+
 export function attachedNetworking(options: {
   docker: Docker;
   /** This API's own container (its id or name). */
@@ -109,16 +112,27 @@ export function attachedNetworking(options: {
     throw new Error(`no free /${BLOCK_BITS} left in the sandbox subnet pool ${options.subnetPool}`);
   }
 
+  /**
+   * Disconnects what is on the network and removes it. Another API replica joins every sandbox network it finds (at
+   * its start, below), so one may join between the disconnects and the removal, which the engine then refuses (403,
+   * "has active endpoints"): a few rounds settle that race.
+   */
   async function removeNetwork(id: string): Promise<void> {
     const network = docker.getNetwork(id);
-    const info = await network.inspect().catch(() => undefined);
-    if (!info) return;
-    for (const container of Object.keys(info.Containers ?? {})) {
-      await network.disconnect({ Container: container, Force: true }).catch(() => {});
+    for (let round = 1; ; round++) {
+      const info = await network.inspect().catch(() => undefined);
+      if (!info) return;
+      for (const container of Object.keys(info.Containers ?? {})) {
+        await network.disconnect({ Container: container, Force: true }).catch(() => {});
+      }
+      const refused = await network.remove().then(
+        () => undefined,
+        (err: unknown) => (statusOf(err) === 404 ? undefined : err),
+      );
+      if (!refused) return;
+      if (statusOf(refused) !== 403 || round === REMOVE_NETWORK_ROUNDS) throw refused;
+      await new Promise((r) => setTimeout(r, 100 * round));
     }
-    await network.remove().catch((err: unknown) => {
-      if (statusOf(err) !== 404) throw err;
-    });
   }
 
   return {

@@ -1,5 +1,6 @@
 import { StoppedSessions } from "../../../protocol/admin.ts";
 import { createApiClient } from "../../api-client.ts";
+import { CliError } from "../../errors.ts";
 import { info, warn } from "../../output.ts";
 import { stopCompose } from "./compose-mode.ts";
 import { probeHealth, sleep } from "./health.ts";
@@ -78,9 +79,16 @@ export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promi
   if (answers) await learnInstallation(paths, state, mode);
   // Swarm mode leaves nothing behind, sandbox services included: their sessions are stopped first, work saved.
   const sandboxes = options.sandboxes || mode === "swarm";
+  // A stop asked for stops the stack even when its sessions could not be: the error comes after, and they keep
+  // their sandboxes for the next start to adopt.
+  let sessionsRefused: Error | undefined;
   if (sandboxes && answers) {
-    sessionsStopped = await stopSessions(origin, state.admin_token);
-    info(`stopped ${sessionsStopped} running session${sessionsStopped === 1 ? "" : "s"} and their sandboxes`);
+    try {
+      sessionsStopped = await stopSessions(origin, state.admin_token);
+      info(`stopped ${sessionsStopped} running session${sessionsStopped === 1 ? "" : "s"} and their sandboxes`);
+    } catch (err) {
+      sessionsRefused = err as Error;
+    }
   } else if (mode === "swarm") {
     warn(`the API does not answer at ${origin}: running sessions' sandbox services are removed unsaved`);
   } else if (sandboxes) {
@@ -101,6 +109,12 @@ export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promi
   clearPid(paths);
   const networks = await removeNetworks(state);
   info(`✓ svc self-host stopped (${done})`);
+  if (sessionsRefused) {
+    throw new CliError(
+      `the stack stopped, but its running sessions could not be (${sessionsRefused.message.split("\n")[0]}): ` +
+        "they keep their sandboxes, which the next start adopts",
+    );
+  }
   if (networks.length > 0) {
     info(
       `  removed the sandbox ${plural(networks.length, "network", "networks")} ${networks.join(", ")} ` +
