@@ -29,6 +29,9 @@ function parsePool(cidr: string): { base: number; blocks: number } {
   return { base: base - (base % 2 ** (32 - bits)), blocks: 2 ** (BLOCK_BITS - bits) };
 }
 
+/** Rounds of disconnect and remove before a network that keeps getting endpoints is reported (removeNetwork). */
+const REMOVE_NETWORK_ROUNDS = 4;
+
 /**
  * The layout for an API that runs in a container (compose mode): every sandbox gets a bridge of its own, carved as a
  * /28 from `subnetPool` (so the engine's ~30 default pools are never exhausted), and every API container of the
@@ -38,9 +41,6 @@ function parsePool(cidr: string): { base: number; blocks: number } {
  * The host's own ports answer on the network's gateway: this API, in a container, can neither change nor see the
  * host's firewall, so `svc self-host start` closes them from the host (matching the pool's source addresses).
  */
-/** Rounds of disconnect and remove before a network that keeps getting endpoints is reported (removeNetwork). */
-const REMOVE_NETWORK_ROUNDS = 4;
-
 export function attachedNetworking(options: {
   docker: Docker;
   /** This API's own container (its id or name). */

@@ -109,16 +109,16 @@ export async function stopSelfHost(options: { sandboxes?: boolean } = {}): Promi
   clearPid(paths);
   const networks = await removeNetworks(state);
   info(`✓ svc self-host stopped (${done})`);
-  if (sessionsRefused) {
-    throw new CliError(
-      `the stack stopped, but its running sessions could not be (${sessionsRefused.message.split("\n")[0]}): ` +
-        "they keep their sandboxes, which the next start adopts",
-    );
-  }
   if (networks.length > 0) {
     info(
       `  removed the sandbox ${plural(networks.length, "network", "networks")} ${networks.join(", ")} ` +
         `(no sandbox left on ${plural(networks.length, "it", "them")})`,
+    );
+  }
+  if (sessionsRefused) {
+    throw new CliError(
+      `the stack stopped, but its running sessions could not be (${sessionsRefused.message.split("\n")[0]}): ` +
+        "they keep their sandboxes, which the next start adopts",
     );
   }
   return {
