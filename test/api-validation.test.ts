@@ -51,6 +51,15 @@ describe("request validation and the error shape", () => {
     expect(bad.status).toBe(400);
     expect(bad.body.code).toBe("BAD_REQUEST");
 
+    // An empty body labelled JSON is no body: a route that needs one says so.
+    const empty = await call(api.url, "POST", "/v1/projects", {
+      token,
+      rawBody: "",
+      headers: { "content-type": "application/json" },
+    });
+    expect(empty.status).toBe(400);
+    expect(empty.body).toMatchObject({ code: "VALIDATION_FAILED", error: "request body is required" });
+
     const text = await call(api.url, "POST", "/v1/projects", {
       token,
       rawBody: "name=x",

@@ -10,7 +10,6 @@ import { ApiError, fromOrchestrator } from "../errors.ts";
 const FASTIFY_CODES: Record<string, [number, ErrorBody["code"], string]> = {
   FST_ERR_CTP_BODY_TOO_LARGE: [413, "PAYLOAD_TOO_LARGE", "request body is too large"],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, "UNSUPPORTED_MEDIA_TYPE", "send JSON with content-type: application/json"],
-  FST_ERR_CTP_EMPTY_JSON_BODY: [400, "BAD_REQUEST", "request body is empty but content-type is JSON"],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, "BAD_REQUEST", "request body is not valid JSON"],
   FST_ERR_BAD_URL: [400, "BAD_REQUEST", "the path is not a valid URL"],
   FST_ERR_MAX_PARAM_LENGTH: [400, "VALIDATION_FAILED", "a path parameter is longer than 100 characters"],

@@ -41,7 +41,7 @@ export function parseInput<S extends z.ZodType>(
 
 /**
  * What every route gets before its handler, registered on the root instance before any route:
- * - request bodies are JSON objects or nothing. Fastify's text/plain parser is gone (any type without a parser is a
+ * - request bodies are JSON objects or nothing (an empty body labelled JSON is nothing). Fastify's text/plain parser is gone (any type without a parser is a
  *   415), and a JSON body that is not an object (`null`, `[]`, `"x"`, `3`) is a 400, so a `req.body ?? {}` in a
  *   route only ever turns an absent body into `{}`. Routes that take other bodies (git packs, previews) register
  *   their own parsers in their own scope.
@@ -51,6 +51,8 @@ export function registerInputChecks(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser(["application/json", "text/plain"]);
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, text, done) => {
+    // Many clients label every POST as JSON, bodies or not (`close`, `reopen`, `merge` take none): no body it is.
+    if (String(text).trim() === "") return done(null, undefined);
     parseJson(req, String(text), (err, value) => {
       if (err) return done(err, undefined);
       if (value === null || typeof value !== "object" || Array.isArray(value)) {
