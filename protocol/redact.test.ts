@@ -28,4 +28,11 @@ describe("redact", () => {
     expect(redact("main branch at abc", ["", undefined, null, "abc", "ma"])).toBe("main branch at abc");
     expect(redact("nothing secret here", ["s3cr3t-value"])).toBe("nothing secret here");
   });
+
+  it("masks a short value only where it stands alone, a long one wherever it is", () => {
+    expect(redact("base branch 'nonexistent' not found", ["none"])).toBe("base branch 'nonexistent' not found");
+    expect(redact("key=none, none. (none)", ["none"])).toBe(`key=${REDACTED}, ${REDACTED}. (${REDACTED})`);
+    expect(redact("a.b+c in xa.b+cx and [a.b+c]", ["a.b+c"])).toBe(`${REDACTED} in xa.b+cx and [${REDACTED}]`);
+    expect(redact("tokenghp_0123456789abcdefend", ["ghp_0123456789abcdef"])).toBe(`token${REDACTED}end`);
+  });
 });

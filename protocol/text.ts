@@ -38,6 +38,9 @@ export const TEXT_RULE = "must not contain NUL, control characters other than ta
 /** A string holding a name (one line). Chain length checks after it: `SafeName.trim().min(1).max(200)`. */
 export const SafeName = z.string().refine(isSafeName, NAME_RULE);
 
+/** `s` matched literally inside a regular expression. */
+export const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
 /** A string holding text (may span lines). */
 export const SafeText = z.string().refine(isSafeText, TEXT_RULE);
 

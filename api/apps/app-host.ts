@@ -2,6 +2,7 @@ import { Agent, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import httpProxy from "http-proxy";
 import type { Forwarder } from "../../protocol/http-forward.ts";
+import { escapeRegExp } from "../../protocol/text.ts";
 import { type AuthDeps, authorizeProject, bearer, resolvePrincipal } from "../auth/authenticate.ts";
 import { atLeast } from "../auth/roles.ts";
 import { leastRole } from "../auth/route-roles.ts";
@@ -43,7 +44,7 @@ export function createAppHosts(deps: AppHostDeps, forward: Forwarder, logError: 
   function appHost(host: string | undefined): Place | undefined {
     const domain = deps.previewDomain();
     if (!hostPattern || hostPattern.domain !== domain) {
-      const escaped = domain?.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      const escaped = domain && escapeRegExp(domain);
       hostPattern = {
         domain,
         pattern: escaped ? new RegExp(`^([a-z0-9-]{1,24})--(${UUID})\\.${escaped}(?::\\d+)?$`, "i") : undefined,

@@ -6,6 +6,7 @@ import type { Forwarder } from "../../protocol/http-forward.ts";
 import type { TunnelHead } from "../../protocol/http-head.ts";
 import type { Admitted } from "../../protocol/http-tunnel.ts";
 import { PreviewPort } from "../../protocol/preview.ts";
+import { escapeRegExp } from "../../protocol/text.ts";
 import { signUserContext, USER_CONTEXT_HEADER } from "../../protocol/user-context.ts";
 import { apiError } from "../errors.ts";
 import { refuseUpgrade, writeError } from "../http/error-handler.ts";
@@ -43,7 +44,7 @@ export function createPreviews(deps: SessionAccessDeps, forward: Forwarder, logE
   const previewHost = (host: string | undefined) => {
     const domain = deps.previewDomain();
     if (!hostPattern || hostPattern.domain !== domain) {
-      const escaped = domain?.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      const escaped = domain && escapeRegExp(domain);
       hostPattern = {
         domain,
         pattern: escaped ? new RegExp(`^(\\d{1,5})-(${SESSION_ID})\\.${escaped}(?::\\d+)?$`, "i") : undefined,
