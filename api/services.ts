@@ -223,6 +223,7 @@ export function createServices(
       cipher,
       sandboxTargets,
       events,
+      tips: (project) => repos.tips(project, 0),
     });
   const crComments = createCrCommentStore(sql);
   // Prompts for a CR's agent (review comments, `svc cr resolve`): only where sessions run.

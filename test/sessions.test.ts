@@ -330,11 +330,15 @@ describe("sessions on real Docker", () => {
     expect((await exec(container!.Id, ["cat", ".svc/Dockerfile"])).out).toContain("building-step");
   });
 
-  it("fails a session whose base branch does not exist, leaving no container", async () => {
-    const created = await sessions("", "POST", { base_ref: "no-such-branch" });
-    const session = await waitStatus(created.body.session_id, ["failed", "running"]);
-    expect(session.status).toBe("failed");
-    expect(session.error).toMatch(/no-such-branch/);
-    expect(await containerOf(session.session_id)).toHaveLength(0);
+  it("refuses a session whose base branch does not exist with 400, recording no session and starting nothing", async () => {
+    const before = (await sessions()).body.sessions.length;
+    const refused = await sessions("", "POST", { base_ref: "no-such-branch" });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({
+      code: "BRANCH_NOT_FOUND",
+      field: "base_ref",
+      error: "branch 'no-such-branch' does not exist",
+    });
+    expect((await sessions()).body.sessions).toHaveLength(before);
   });
 });

@@ -53,6 +53,8 @@ export type SessionServiceDeps = {
   sandboxTargets: ReturnType<typeof createTtlCache<string, SandboxTarget>>;
   /** `session.changed` (the store emits it) wakes the requests that wait for a session to start. */
   events: Events;
+  /** The project's branch tips as they are now; undefined when its repository cannot be reached. */
+  tips: (project: Project) => Promise<Map<string, string> | undefined>;
 };
 
 export const SANDBOX_SERVICE_KEY_CONTEXT = "sandbox-service-key";
@@ -111,6 +113,13 @@ export function createSessionService(deps: SessionServiceDeps) {
     ): Promise<SessionRecord> {
       const baseRef = body.base_ref ?? project.default_branch;
       refuseDefaultBranchLookalike(project, baseRef, "base_ref");
+      // A base named by the caller is checked before anything is made: a typo is a 400, not a session that fails.
+      // An unreachable repository is left to provisioning, which says so on the session.
+      if (baseRef !== project.default_branch) {
+        const tips = await deps.tips(project);
+        if (tips && !tips.has(baseRef))
+          throw apiError("BRANCH_NOT_FOUND", `branch '${baseRef}' does not exist`, { field: "base_ref" });
+      }
       const agentName = body.agent ?? settings.defaultAgent;
       // A pooled sandbox is made for a branch of its own.
       const cap = await deps.plans.capOf(project.account_id);
