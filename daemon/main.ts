@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import type { ClaimBody, DaemonHealth, EnvBody, PromptBody } from "../protocol/daemon.ts";
+import type { ClaimBody, DaemonHealth, EnvBody, PromptBody, SeedRuntime } from "../protocol/daemon.ts";
 import { VERSION } from "../protocol/version.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
@@ -156,8 +156,14 @@ async function daemon(): Promise<void> {
     }
   }
 
-  /** A pooled sandbox's workspace arrives as a git bundle; then the runtime boots and warms up, ready to claim. */
-  async function seed(bundle: NodeJS.ReadableStream): Promise<{ commit: string | null }> {
+  /** A pooled sandbox seeded to boot its runtime only when claimed (SeedRuntime `on-claim`). */
+  let runtimeOnClaim = false;
+
+  /**
+   * A pooled sandbox's workspace arrives as a git bundle; then the runtime boots and warms up, ready to claim, or
+   * (`on-claim`) it is ready to claim at once and the runtime boots at the claim.
+   */
+  async function seed(bundle: NodeJS.ReadableStream, when: SeedRuntime): Promise<{ commit: string | null }> {
     if (pool !== "seeding")
       throw daemonError("CONFLICT", `this sandbox is ${pool ?? "not pooled"}, not waiting for a seed`);
     const file = join(tmpdir(), `svc-seed-${process.pid}.bundle`);
@@ -173,6 +179,11 @@ async function daemon(): Promise<void> {
       await rm(file, { force: true });
     }
     repo.state = "cloned";
+    if (when === "on-claim") {
+      runtimeOnClaim = true;
+      pool = "ready";
+      return { commit: await headCommit(config.workspace) };
+    }
     pool = "warming";
     void (async () => {
       if (!modelMissing && !config.agentCommand) warmUpModel = await startWarmUpModel();
@@ -196,7 +207,12 @@ async function daemon(): Promise<void> {
     sessionEnv = body.env;
     writeSessionEnv(config.agentHome, sessionEnv);
     config = loadDaemonConfig({ ...process.env, ...sessionEnv });
-    void sendBootstrapPrompt();
+    if (runtimeOnClaim) {
+      if (!config.agentRuntime) return { claimed: true };
+      // Booted now, with the session's environment, as a cold sandbox's runtime is; prompts wait for its first.
+      runtime.start();
+      restored = runtime.whenReady().then(sendBootstrapPrompt);
+    } else void sendBootstrapPrompt();
     return { claimed: true };
   }
 

@@ -16,6 +16,7 @@ import {
   type PromptAccepted,
   PromptBody,
   type RefreshResult,
+  SeedRuntime,
 } from "../protocol/daemon.ts";
 import { DAEMON_EXEC_PATH } from "../protocol/daemon-exec.ts";
 import { createForwarder } from "../protocol/http-forward.ts";
@@ -39,8 +40,8 @@ export type ControlHandlers = {
   prompt(body: PromptBody): Promise<PromptAccepted>;
   abort(body: AbortBody): Promise<AbortResult>;
   env(body: EnvBody): Promise<EnvResult>;
-  /** A pooled sandbox's workspace, as a git bundle streamed in the request body. */
-  seed(bundle: NodeJS.ReadableStream): Promise<{ commit: string | null }>;
+  /** A pooled sandbox's workspace, as a git bundle streamed in the request body; when its runtime boots. */
+  seed(bundle: NodeJS.ReadableStream, runtime: SeedRuntime): Promise<{ commit: string | null }>;
   claim(body: ClaimBody): Promise<{ claimed: true }>;
   checkpoint(): Promise<CheckpointResult>;
   /** GET /svc/transcript: the runtime's conversations as transcript entries (transcript.ts). */
@@ -105,6 +106,10 @@ function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   const field = issue.path.join(".");
   throw daemonError("VALIDATION_FAILED", `${field || "body"}: ${issue.message}`, field ? { field } : {});
 }
+
+/** The seed's `runtime` query parameter (SeedRuntime); absent: `now`. */
+const seedRuntime = (url: string | undefined): SeedRuntime =>
+  parse(SeedRuntime, new URL(url ?? "/", "http://daemon").searchParams.get("runtime") ?? "now");
 
 const NO_SERVICE_KEY = "control routes need the sandbox service key";
 const RUNTIME_STARTING = "the agent runtime is starting";
@@ -194,7 +199,10 @@ export function createDaemonServer(deps: ServerDeps) {
         if (req.method !== "POST") throw daemonError("METHOD_NOT_ALLOWED", "use POST");
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
         deps.activity.touch();
-        return sendOk(res, seed ? await deps.control.seed(req) : await handler!(await readJson(req)));
+        return sendOk(
+          res,
+          seed ? await deps.control.seed(req, seedRuntime(req.url)) : await handler!(await readJson(req)),
+        );
       }
       const target = route(req);
       if (typeof target !== "number") return sendError(res, target);

@@ -27,7 +27,8 @@ export const DaemonHealth = z.object({
   }),
   /**
    * A warm-pool sandbox (SVC_POOLED=1): `seeding` until the orchestrator sends its workspace, `warming` while the
-   * agent runtime boots, `ready` to be claimed, `claimed` once a session owns it. Absent in a session's own sandbox.
+   * agent runtime boots, `ready` to be claimed (its runtime serving, or booted at the claim: SeedRuntime),
+   * `claimed` once a session owns it. Absent in a session's own sandbox.
    */
   pool: z.enum(["seeding", "warming", "ready", "claimed", "failed"]).optional(),
   /** Last proxied request or control call; the idle sweeper hibernates sandboxes by it. */
@@ -36,6 +37,15 @@ export const DaemonHealth = z.object({
   busy: z.boolean(),
 });
 export type DaemonHealth = z.infer<typeof DaemonHealth>;
+
+/**
+ * POST /svc/pool/seed?runtime=…: `now` (the default) boots the agent runtime and warms it up once the workspace is
+ * cloned, so the sandbox is `ready` with it serving; `on-claim` makes it `ready` as soon as the workspace is cloned
+ * and boots the runtime when a session claims it, as a cold sandbox's boots when it starts (a burst's extra pool
+ * members: orchestrator/provisioning/warm-pool.ts).
+ */
+export const SeedRuntime = z.enum(["now", "on-claim"]);
+export type SeedRuntime = z.infer<typeof SeedRuntime>;
 
 /**
  * POST /svc/prompt: deliver a prompt to the agent, in the conversation `session` names, else in the current one

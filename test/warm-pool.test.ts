@@ -30,12 +30,13 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
       })) as PooledContainer[]
     )[0];
   /** A pooled sandbox that answers `ready`: what the next session claims. */
-  const readyMember = () =>
+  const readyMember = (runtime?: "running" | "on-claim") =>
     readyPoolMember(
       sp.docker,
       sp.project.id,
       async (id) => (await sp.sessions(`/${id}`)).status === 200,
       sp.api.services.sandboxLinks.endpoint,
+      { runtime },
     );
   /**
    * The session's container, which must be a pooled sandbox made before `asked`: made under the session's id, so
@@ -91,7 +92,7 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
   it("the first session starts cold and fills the pool; the next claims the ready sandbox under its id", async () => {
     const first = (await sp.sessions("", "POST", {})).body;
     await running(first.session_id);
-    const member = await readyMember();
+    const member = await readyMember("running");
     // Its warm-up ran opencode's first agent loop against a loopback model: not one call reached the gateway.
     expect(llm.requests()).toBe(0);
     // opencode writes its log behind the warm-up's answer: read it until both lines are in, or fail naming them.
@@ -303,5 +304,44 @@ describe("warm sandbox pool (SVC_POOL_SIZE=1)", () => {
         .remove({ force: true })
         .catch(() => {});
     }
+  }, 400_000);
+
+  it("a burst's extra members boot their agent when claimed: ready without it, and their session's prompt reaches it", async () => {
+    // Three sessions back to back: a burst, which grows the pool past SVC_POOL_SIZE.
+    const burst: string[] = [];
+    for (let i = 0; i < 3; i++) burst.push((await sp.sessions("", "POST", {})).body.session_id);
+    const staged = await readyMember("on-claim");
+    for (const id of burst) await sp.sessions(`/${id}`, "DELETE");
+    // No agent runtime runs in it: the boot and the warm-up a warm member costs were not spent ahead of demand.
+    const opencode = async (id: string) =>
+      (await execIn(sp.docker, id, ["sh", "-c", "pgrep -x opencode >/dev/null && echo up || echo none"])).out;
+    expect(await opencode(staged.Id)).toContain("none");
+
+    // The pool hands its warm members out first: sessions come until one is the staged member's.
+    const sessionId = await waitFor(
+      "a session on the staged member",
+      async () => {
+        const id = (await sp.sessions("", "POST", { prompt: CR_PROMPT })).body.session_id as string;
+        if ((await containerOf(id))?.Id === staged.Id) return id;
+        await sp.sessions(`/${id}`, "DELETE");
+        return undefined;
+      },
+      { timeoutMs: 120_000, everyMs: 0 },
+    );
+    await running(sessionId);
+    // Its first prompt went to the runtime the claim booted, with the session's token: the agent opened the CR.
+    const cr = await waitFor(
+      "the staged session's CR",
+      async () => {
+        const list = await call(sp.api.url, "GET", `/v1/projects/${sp.project.id}/change-requests?status=all`, {
+          token: sp.user.token,
+        });
+        return list.body.change_requests?.find((c: { origin_session_id: string }) => c.origin_session_id === sessionId);
+      },
+      { timeoutMs: 120_000 },
+    );
+    expect(cr).toMatchObject({ title: "pooled", head_ref: sessionId });
+    expect(await opencode(staged.Id)).toContain("up");
+    await sp.sessions(`/${sessionId}`, "DELETE");
   }, 400_000);
 });

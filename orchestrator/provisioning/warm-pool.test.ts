@@ -95,7 +95,7 @@ describe("warm pool", () => {
     await settled(mem, project.id, 1);
     const [warm] = ready(mem, project.id);
     // Seeded with the default branch's tip, without any credential of a session.
-    expect(warm!.daemon!.seeded).toEqual({ ref: "refs/heads/main", commit: repos.tip(project) });
+    expect(warm!.daemon!.seeded).toEqual({ ref: "refs/heads/main", commit: repos.tip(project), runtime: "now" });
     expect(warm!.env.SVC_CLI_TOKEN).toBeUndefined();
     expect(warm!.env.SVC_PROJECT_AUTO_CLONE).toBeUndefined();
 
@@ -160,8 +160,14 @@ describe("warm pool", () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(ready(mem, project.id)).toHaveLength(6);
     expect(mem.peakBooting(project.id)).toBe(2);
+    // SVC_POOL_SIZE of them warmed up; the burst's others boot their runtime when claimed.
+    const runtimes = () => ready(mem, project.id).map((c) => c.daemon!.seeded!.runtime);
+    expect(runtimes().sort()).toEqual(["now", "on-claim", "on-claim", "on-claim", "on-claim", "on-claim"]);
+    const [warm] = ready(mem, project.id).filter((c) => c.daemon!.seeded!.runtime === "now");
     const next = [...Array(6)].map(() => pool.reserve(project, FITS));
     expect(next.every((id) => id !== undefined)).toBe(true);
+    // The burst's first request gets the warm one.
+    expect(next[0]).toBe(warm!.owner.sessionId);
     for (const id of next) claim(mem, pool, id!);
     await settled(mem, project.id, 8);
 
@@ -175,6 +181,8 @@ describe("warm pool", () => {
     await settled(mem, project.id, 1);
     await new Promise((r) => setTimeout(r, 30));
     expect(ready(mem, project.id)).toHaveLength(1);
+    // What stays is a warm one: the shrink drops those booting at a claim first.
+    expect(runtimes()).toEqual(["now"]);
   });
 
   it("a burst borrows no member the host has no memory for: two sandboxes' limits stay free", async () => {

@@ -4,6 +4,7 @@ import { availableParallelism, freemem } from "node:os";
 import { promisify } from "node:util";
 import { newSecret } from "../../protocol/credential.ts";
 import { CLAIMED_ENV, SANDBOX_SERVICE_PORT, SandboxEnv } from "../../protocol/env.ts";
+import type { SeedRuntime } from "../../protocol/daemon.ts";
 import type { Project } from "../../protocol/project.ts";
 import { SERVICE_KEY_PREFIX } from "../../protocol/token.ts";
 import { resolveSessionImage } from "../images/project-image.ts";
@@ -28,6 +29,8 @@ export type PoolMember = {
   baseSha: string;
   secretsRevision: number;
   state: "warming" | "ready" | "reserved";
+  /** When its agent runtime boots (SeedRuntime): `now`, warmed up before it is ready; `on-claim`, a burst's extra. */
+  runtime: SeedRuntime;
   /** Health checks in a row a ready member did not answer `ready` to. */
   missed: number;
 };
@@ -106,7 +109,11 @@ async function bundleOf(gitDir: string, branch: string): Promise<Buffer> {
 
 /**
  * Warm sandboxes per project: created, seeded with the default branch, their agent runtime booted and warmed up,
- * so a session claims one instead of waiting for all that. Each is made for one session id and used once: a
+ * so a session claims one instead of waiting for all that. Only SVC_POOL_SIZE of a pool's members are warmed so;
+ * those a burst adds beyond it are seeded `on-claim` (SeedRuntime): ready once their workspace is, their runtime
+ * booted by the claim as a cold sandbox's is at its start. A warm member costs a core some 17 s (the runtime's boot
+ * and first agent loop), a staged one about 2: on a busy host, a burst's members are then ready for the next burst
+ * instead of still booting, and a session starting from one is running as fast as from a warm one. Each is made for one session id and used once: a
  * claimed sandbox goes with its session, and never carries another session's files, env or processes.
  * Members whose base branch moved or whose project secrets changed are replaced; projects without sessions for
  * `idleMs` give theirs up.
@@ -155,7 +162,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
     );
 
   /** Makes one ready member: `failed` when its sandbox did not boot (logged, nothing left behind). */
-  async function addMember(project: Project): Promise<"ready" | "no base" | "failed"> {
+  async function addMember(project: Project, runtime: SeedRuntime): Promise<"ready" | "no base" | "failed"> {
     const baseSha = (await deps.repos.tips(project))?.get(project.default_branch);
     if (!baseSha) return "no base";
     const gitDir = await deps.repos.gitDir(project);
@@ -203,6 +210,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
       baseSha,
       secretsRevision: secrets.revision,
       state: "warming",
+      runtime,
       missed: 0,
     };
     members.set(sessionId, member);
@@ -225,7 +233,7 @@ export function createWarmPool(deps: WarmPoolDeps) {
 
   /** Sends the base branch; the daemon answers once its workspace is cloned, with the commit it holds. */
   async function seed(member: PoolMember, gitDir: string): Promise<void> {
-    const res = await fetch(`${member.url}/svc/pool/seed`, {
+    const res = await fetch(`${member.url}/svc/pool/seed?runtime=${member.runtime}`, {
       method: "POST",
       headers: { authorization: `Bearer ${member.serviceKey}`, "content-type": "application/octet-stream" },
       body: new Uint8Array(await bundleOf(gitDir, member.baseRef)),
@@ -248,6 +256,8 @@ export function createWarmPool(deps: WarmPoolDeps) {
    */
   async function topUp(project: Project): Promise<void> {
     let booting = 0;
+    /** Of the boots, those whose runtime boots now (`now`). */
+    let bootingWarm = 0;
     let madeOne = false;
     /** A boot that cost a sandbox and failed (or threw), not one that found no base branch to make it from. */
     let failed = false;
@@ -257,14 +267,19 @@ export function createWarmPool(deps: WarmPoolDeps) {
         while (!stopped && wanted.has(project.id)) {
           const spare = ofProject(project.id).filter((m) => m.state === "ready").length + booting;
           if (spare >= pace.target(project.id) || (spare >= settings.size && !roomToBorrow())) return;
+          const warm =
+            ofProject(project.id).filter((m) => m.state === "ready" && m.runtime === "now").length + bootingWarm;
+          const runtime: SeedRuntime = warm < settings.size ? "now" : "on-claim";
           booting++;
+          if (runtime === "now") bootingWarm++;
           try {
-            const made = await addMember(project);
+            const made = await addMember(project, runtime);
             if (made === "failed") failed = true;
             if (made !== "ready") return;
             madeOne = true;
           } finally {
             booting--;
+            if (runtime === "now") bootingWarm--;
           }
         }
       } catch (err) {
@@ -337,10 +352,12 @@ export function createWarmPool(deps: WarmPoolDeps) {
       const dead = (await Promise.all(live.map(async (m) => ((await stillReady(m)) ? [] : [m])))).flat();
       // One reserved meanwhile is its claim's to judge: the claim checks base and secrets again.
       await Promise.all([...stale, ...dead].filter((m) => m.state === "ready").map(discard));
-      // A burst over: the members it added beyond the target go (ready ones; one still warming goes next time).
+      // A burst over: the members it added beyond the target go (ready ones, those booting at a claim first; one
+      // still warming goes next time).
       const spare = ofProject(projectId).filter((m) => m.state !== "reserved");
       const surplus = spare
         .filter((m) => m.state === "ready")
+        .sort((a, b) => Number(a.runtime === "now") - Number(b.runtime === "now"))
         .slice(0, Math.max(0, spare.length - pace.target(projectId)));
       await Promise.all(surplus.map(discard));
       void fill(project);
@@ -363,7 +380,9 @@ export function createWarmPool(deps: WarmPoolDeps) {
         wants.agent === settings.defaultAgent &&
         (wants.model === null || wants.model === settings.defaultModel);
       if (fits) pace.noteDemand(project.id);
-      const member = fits ? ofProject(project.id).find((m) => m.state === "ready") : undefined;
+      const ready = fits ? ofProject(project.id).filter((m) => m.state === "ready") : [];
+      // A warm one first: one seeded `on-claim` boots its runtime after the claim.
+      const member = ready.find((m) => m.runtime === "now") ?? ready[0];
       if (member) member.state = "reserved";
       void fill(project);
       return member?.sessionId;

@@ -4,7 +4,8 @@ export type PooledContainer = { Id: string; Created: number; Labels: Record<stri
 
 /**
  * A project's pooled sandbox whose daemon answers `ready` and whose session id no session has taken yet: what the
- * next fitting session claims. `taken(id)` tells whether a session with that id exists.
+ * next fitting session claims. `taken(id)` tells whether a session with that id exists. `runtime`: only one whose
+ * agent runtime serves already (`running`: warmed up) or has not started (`on-claim`: boots when claimed).
  */
 export async function readyPoolMember(
   docker: Docker,
@@ -12,8 +13,10 @@ export async function readyPoolMember(
   taken: (sessionId: string) => Promise<boolean>,
   /** Where the API reaches a sandbox's daemon (its link's bridge): `api.services.sandboxLinks.endpoint`. */
   endpointOf: (sandboxId: string) => string | undefined,
-  timeoutMs = 240_000,
+  options: { timeoutMs?: number; runtime?: "running" | "on-claim" } = {},
 ): Promise<PooledContainer> {
+  const { timeoutMs = 240_000, runtime } = options;
+  const wanted = { running: "running", "on-claim": "stopped" } as const;
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const pooled = (await docker.listContainers({
@@ -24,9 +27,10 @@ export async function readyPoolMember(
       const endpoint = endpointOf(c.Labels["dev.svc.sandbox"]!);
       if (!endpoint) continue;
       const health = await fetch(`${endpoint}/svc/health`).then(
-        (r) => r.json() as Promise<{ pool?: string }>,
+        (r) => r.json() as Promise<{ pool?: string; agent?: { state: string } }>,
         () => undefined,
       );
+      if (runtime && health?.agent?.state !== wanted[runtime]) continue;
       // The pool marks it claimable once it has seen this too (it polls every 50 ms).
       if (health?.pool === "ready") return new Promise((r) => setTimeout(() => r(c), 300));
     }

@@ -36,8 +36,8 @@ export type MemoryDaemon = {
   busy: boolean;
   /** False: the container runs but its daemon does not answer (hung, or still booting). */
   answering: boolean;
-  /** What POST /svc/pool/seed received: the branch and commit of the bundle. */
-  seeded?: { ref: string; commit: string };
+  /** What POST /svc/pool/seed received: the branch and commit of the bundle, and when the runtime boots. */
+  seeded?: { ref: string; commit: string; runtime: string };
   /** The env a claim added (CLAIMED_ENV). */
   claimedEnv?: Record<string, string>;
   healthChecks: number;
@@ -230,9 +230,11 @@ export function createMemoryDriver() {
         d.repo = { state: "failed", commit: null, error: "not a git bundle" };
         return daemonError(409, "CONFLICT", "could not seed the workspace: not a git bundle");
       }
-      d.seeded = seeded;
+      const runtime = url.searchParams.get("runtime") ?? "now";
+      d.seeded = { ...seeded, runtime };
       d.repo = { state: "cloned", commit: seeded.commit, error: null };
-      d.pool = behaviour.afterSeed;
+      // A runtime booted at the claim has nothing to warm: ready at once, unless the test makes sandboxes fail.
+      d.pool = runtime === "on-claim" && behaviour.afterSeed !== "failed" ? "ready" : behaviour.afterSeed;
       return json(200, { commit: seeded.commit });
     }
     if (url.pathname === "/svc/claim") {
