@@ -179,26 +179,25 @@ async function daemon(): Promise<void> {
       await rm(file, { force: true });
     }
     repo.state = "cloned";
-    if (when === "on-claim") {
-      runtimeOnClaim = true;
-      pool = "ready";
-      return { commit: await headCommit(config.workspace) };
-    }
-    pool = "warming";
-    void (async () => {
-      if (!modelMissing && !config.agentCommand) warmUpModel = await startWarmUpModel();
-      runtime.start();
-      await runtime.whenReady();
-      if (warmUpModel) {
-        await client
-          .warmUp({ providerID: WARM_UP_PROVIDER, modelID: WARM_UP_MODEL })
-          .catch((err) => log(`warm-up failed: ${(err as Error).message}`));
-        warmUpModel.close();
-        warmUpModel = undefined;
-      }
-      if (pool === "warming") pool = runtime.status().state === "running" ? "ready" : "failed";
-    })();
+    runtimeOnClaim = when === "on-claim";
+    pool = runtimeOnClaim ? "ready" : "warming";
+    if (!runtimeOnClaim) void warmUp();
     return { commit: await headCommit(config.workspace) };
+  }
+
+  /** A seeded pooled sandbox's runtime boots and runs one agent loop against the loopback warm-up model. */
+  async function warmUp(): Promise<void> {
+    if (!modelMissing && !config.agentCommand) warmUpModel = await startWarmUpModel();
+    runtime.start();
+    await runtime.whenReady();
+    if (warmUpModel) {
+      await client
+        .warmUp({ providerID: WARM_UP_PROVIDER, modelID: WARM_UP_MODEL })
+        .catch((err) => log(`warm-up failed: ${(err as Error).message}`));
+      warmUpModel.close();
+      warmUpModel = undefined;
+    }
+    if (pool === "warming") pool = runtime.status().state === "running" ? "ready" : "failed";
   }
 
   async function claim(body: ClaimBody): Promise<{ claimed: true }> {
@@ -207,12 +206,12 @@ async function daemon(): Promise<void> {
     sessionEnv = body.env;
     writeSessionEnv(config.agentHome, sessionEnv);
     config = loadDaemonConfig({ ...process.env, ...sessionEnv });
-    if (runtimeOnClaim) {
-      if (!config.agentRuntime) return { claimed: true };
+    if (!runtimeOnClaim) void sendBootstrapPrompt();
+    else if (config.agentRuntime) {
       // Booted now, with the session's environment, as a cold sandbox's runtime is; prompts wait for its first.
       runtime.start();
       restored = runtime.whenReady().then(sendBootstrapPrompt);
-    } else void sendBootstrapPrompt();
+    }
     return { claimed: true };
   }
 
