@@ -23,6 +23,11 @@ export function createAgentClient(port: number, directory: string) {
       const session = await json<{ id: string }>("POST", `/session?${dir}`, { title });
       return session.id;
     },
+    /** The agents a prompt may name: those the runtime defines, but its hidden ones (title, summary, compaction). */
+    async agents(): Promise<string[]> {
+      const agents = await json<{ name: string; hidden?: boolean | null }[]>("GET", `/agent?${dir}`);
+      return (agents ?? []).filter((a) => !a.hidden).map((a) => a.name);
+    },
     async prompt(session: string, text: string, agent?: string): Promise<void> {
       await json("POST", `/session/${encodeURIComponent(session)}/prompt_async?${dir}`, {
         parts: [{ type: "text", text }],

@@ -14,6 +14,7 @@ export type DaemonErrorCode =
       | "PAYLOAD_TOO_LARGE"
       | "INTERNAL"
       | "MODEL_NOT_CONFIGURED"
+      | "AGENT_NOT_FOUND"
     >
   | SandboxErrorCode;
 
@@ -29,6 +30,7 @@ const STATUS: Record<DaemonErrorCode, number> = {
   PAYLOAD_TOO_LARGE: 413,
   INTERNAL: 500,
   MODEL_NOT_CONFIGURED: 503,
+  AGENT_NOT_FOUND: 400,
   UPSTREAM_UNAVAILABLE: 502,
   AGENT_RUNTIME_UNAVAILABLE: 503,
 };

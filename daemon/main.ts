@@ -104,6 +104,28 @@ async function daemon(): Promise<void> {
     }
   };
 
+  /** The runtime's agents, read once per runtime process: it reads its config directory when it boots. */
+  let agentList: { pid: number | null; names: Promise<string[]> } | undefined;
+
+  /**
+   * A prompt goes to an agent the runtime defines, or is refused naming those it does: opencode would otherwise
+   * run an unknown name as its default agent, and a typo would go unnoticed. A list that cannot be read refuses
+   * nothing.
+   */
+  async function requireAgent(agent: string): Promise<void> {
+    const pid = runtime.status().pid;
+    if (agentList?.pid !== pid) agentList = { pid, names: client.agents() };
+    const names = await agentList.names.catch(() => {
+      agentList = undefined;
+      return undefined;
+    });
+    if (names && !names.includes(agent))
+      throw daemonError(
+        "AGENT_NOT_FOUND",
+        `agent '${agent}' is not defined in this session; its agents: ${names.join(", ")}`,
+      );
+  }
+
   /** The session's checkpoint into the fresh clone; one that cannot be put back is left at its ref, and said. */
   async function putCheckpointBack(): Promise<void> {
     const restore = await restoreCheckpoint(config).catch((err: Error) => ({
@@ -148,6 +170,7 @@ async function daemon(): Promise<void> {
     if (config.bootstrapPrompt && modelMissing) log("initial prompt not sent: no model gateway is configured");
     else if (config.bootstrapPrompt && runtime.status().state === "running") {
       try {
+        if (config.agentName) await requireAgent(config.agentName);
         currentSession = await client.createSession("svc session");
         await client.prompt(currentSession, config.bootstrapPrompt, config.agentName);
       } catch (err) {
@@ -271,9 +294,12 @@ async function daemon(): Promise<void> {
         requireModel();
         requireRuntime();
         await restored;
+        // The session's own agent unless the prompt names another: opencode's default is not the session's.
+        const agent = body.agent ?? config.agentName;
+        if (agent) await requireAgent(agent);
         const session =
           body.session ?? (body.new ? undefined : currentSession) ?? (await client.createSession("svc session"));
-        await client.prompt(session, body.text, body.agent);
+        await client.prompt(session, body.text, agent);
         currentSession = session;
         busy.at = 0;
         return { session };

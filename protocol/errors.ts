@@ -62,6 +62,8 @@ export const ErrorCode = z.enum([
   "SSO_PROVIDER_UNAVAILABLE",
   /** No model gateway: an agent cannot answer until the installation has one. */
   "MODEL_NOT_CONFIGURED",
+  /** A prompt for an agent the session's runtime does not define (its message names those it does). */
+  "AGENT_NOT_FOUND",
   "SESSION_NOT_FOUND",
   /** A session id prefix that several sessions start with: the message names them (the CLI exits 2). */
   "SESSION_ID_AMBIGUOUS",

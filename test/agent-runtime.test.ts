@@ -334,4 +334,56 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     expect(health.repo.commit).toBe(pushed);
     expect(health.agent.pid).not.toBe(before);
   }, 120_000);
+  it("a session's messages go to its own agent; one for an agent its runtime does not define is refused, naming those it does", async () => {
+    const created = await call(api.url, "POST", `/v1/projects/${project.id}/sessions`, {
+      token: user.token,
+      body: { agent: "plan" },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.session_id as string;
+    const messages = `/v1/projects/${project.id}/sessions/${id}/messages`;
+    const send = (body: unknown) => call(api.url, "POST", messages, { token: user.token, body });
+    // 409 while the session provisions and its runtime boots.
+    const sent = await waitFor(
+      "a message the plan session's agent takes",
+      async () => {
+        const res = await send({ text: "Say hello, please." });
+        return res.status === 409 ? undefined : res;
+      },
+      { timeoutMs: 120_000, everyMs: 500 },
+    );
+    expect(sent.status, JSON.stringify(sent.body)).toBe(202);
+    // opencode's own record of the conversation: the message ran as the session's agent, not the runtime's default.
+    const env = {
+      ...cliHome().env,
+      SVC_API_URL: `${api.url}/v1`,
+      SVC_CLI_TOKEN: user.token,
+      SVC_PROJECT_ID: project.id,
+    };
+    const record = await svc(
+      [
+        "sessions",
+        "exec",
+        id,
+        "--",
+        "curl",
+        "-s",
+        `http://127.0.0.1:4096/session/${sent.body.conversation}/message?directory=/workspace`,
+      ],
+      { env },
+    );
+    const asked = (JSON.parse(record.stdout) as { info: { role: string; agent: string } }[]).find(
+      (m) => m.info.role === "user",
+    );
+    expect(asked?.info.agent).toBe("plan");
+
+    const refused = await send({ text: "hello", agent: "plna" });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ code: "AGENT_NOT_FOUND", field: "agent" });
+    expect(refused.body.error).toMatch(
+      /^agent 'plna' is not defined in this session; its agents: .*\bbuild\b.*\bplan\b/,
+    );
+    expect(refused.body.error).not.toMatch(/\btitle\b/);
+    await call(api.url, "DELETE", `/v1/projects/${project.id}/sessions/${id}`, { token: user.token });
+  }, 240_000);
 });

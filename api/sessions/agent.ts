@@ -24,11 +24,11 @@ export const modelNotConfigured = (sessionId: string) =>
       `project its own: '${PROJECT_MODEL_COMMAND}', then restart the session`,
   );
 
-/** The stable code of a daemon's error answer, if it is one. */
-function daemonCode(text: string): string | undefined {
+/** A daemon's error answer, if it is one. */
+function daemonError(text: string): ErrorBody | undefined {
   try {
     const body = ErrorBody.safeParse(JSON.parse(text));
-    return body.success ? body.data.code : undefined;
+    return body.success ? body.data : undefined;
   } catch {
     return undefined;
   }
@@ -57,7 +57,9 @@ async function control<S extends z.ZodType>(
   }
   if (!res.ok) {
     const text = await res.text();
-    if (daemonCode(text) === "MODEL_NOT_CONFIGURED") throw modelNotConfigured(sessionId);
+    const refusal = daemonError(text);
+    if (refusal?.code === "MODEL_NOT_CONFIGURED") throw modelNotConfigured(sessionId);
+    if (refusal?.code === "AGENT_NOT_FOUND") throw apiError("AGENT_NOT_FOUND", refusal.error, { field: "agent" });
     if (res.status === 503) throw apiError("SESSION_NOT_RUNNING", "the session's agent is starting; try again shortly");
     throw apiError("SANDBOX_UNREACHABLE", `the session's sandbox answered ${res.status}: ${text.slice(0, 200)}`);
   }
