@@ -21,10 +21,11 @@ import type {
   TokenPort,
 } from "../ports.ts";
 import type { SandboxDriver, SandboxEgress, SandboxLimits } from "../sandbox/driver.ts";
+import type { PoolMember } from "./pool-members.ts";
 import { egressProxyUrl, sandboxEnv } from "./sandbox-env.ts";
 import { sandboxReach } from "./sandbox-reach.ts";
 import { waitLive } from "./wait-live.ts";
-import { createWarmPool, type PoolMember, type WarmPoolDeps } from "./warm-pool.ts";
+import { createWarmPool, type WarmPoolDeps } from "./warm-pool.ts";
 
 const POOL_IDLE_MS = 30 * 60_000;
 const POOL_TICK_MS = 5000;
