@@ -32,12 +32,16 @@ export const SandboxEnv = {
   agentRuntime: "SVC_AGENT_RUNTIME",
 } as const;
 
-/** What a claim adds to a pooled sandbox's environment: the rest is the same for every session of the project. */
+/**
+ * What a claim adds to a pooled sandbox's environment: the rest is the same for every session of the project. A
+ * check's claim says it runs no agent (agentRuntime "0"), so a member seeded to boot its runtime at the claim does not.
+ */
 export const CLAIMED_ENV = [
   SandboxEnv.cliToken,
   SandboxEnv.executorToken,
   SandboxEnv.initialPrompt,
   SandboxEnv.bootstrapAgentSession,
+  SandboxEnv.agentRuntime,
 ] as const;
 
 /**

@@ -121,12 +121,11 @@ export function createSessionService(deps: SessionServiceDeps) {
           throw apiError("BRANCH_NOT_FOUND", `branch '${baseRef}' does not exist`, { field: "base_ref" });
       }
       const agentName = body.agent ?? settings.defaultAgent;
-      // A pooled sandbox is made for a branch of its own, and for an agent: a check runs commands only.
+      // A pooled sandbox is made for a branch of its own.
       const cap = await deps.plans.capOf(project.account_id);
-      const pooled =
-        options.branch || options.check
-          ? undefined
-          : provisioner.reservePooled(project, { baseRef, agent: agentName, model: body.model ?? null });
+      const pooled = options.branch
+        ? undefined
+        : provisioner.reservePooled(project, { baseRef, agent: agentName, model: body.model ?? null });
       const created = await store
         .createWithinCap({
           sessionId: pooled,

@@ -181,6 +181,7 @@ export function createPoolMembers(deps: PoolMembersDeps) {
       await waitPool(member, "seeding");
       await seed(member, gitDir);
       await waitPool(member, "ready");
+      await driver.booted(containerId);
       member.state = "ready";
       return "ready";
     } catch (err) {

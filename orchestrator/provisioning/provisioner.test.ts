@@ -79,8 +79,6 @@ describe("provisioner", () => {
     expect(provisioner.reservePooled(project, FITS)).toBeUndefined();
     await until("a warm sandbox", () => mem.pooled(project.id, "ready").length === 1);
     const [warm] = mem.pooled(project.id, "ready");
-    // Booted ahead of demand, it yields its CPU to others until a session claims it.
-    expect(warm!.yielding).toBe(true);
     const id = provisioner.reservePooled(project, FITS)!;
     expect(id).toBe(warm!.owner.sessionId);
 
@@ -94,7 +92,6 @@ describe("provisioner", () => {
     expect(sandbox).toMatchObject({ status: "active", sandbox_id: warm!.owner.sandboxId, container_id: warm!.id });
     const [token] = tokens.live();
     expect(warm!.daemon!.pool).toBe("claimed");
-    expect(warm!.yielding).toBe(false);
     expect(warm!.daemon!.claimedEnv).toEqual({
       SVC_CLI_TOKEN: token!.token,
       SVC_EXECUTOR_TOKEN: token!.token,
@@ -104,6 +101,19 @@ describe("provisioner", () => {
     // Only pool members were ever created: the session got no container of its own.
     expect([...mem.containers(), ...mem.removed()].filter((c) => c.pool === null)).toEqual([]);
     expect(sandbox!.service_key_hash).toBe(hashSecret(warm!.env.SVC_TOKEN!));
+  });
+
+  it("pooled: a check's claim says it runs no agent, so a member that boots its runtime at the claim does not", async () => {
+    const { mem, provisioner, project, newSession } = setup(1);
+    provisioner.reservePooled(project, FITS);
+    await until("a warm sandbox", () => mem.pooled(project.id, "ready").length === 1);
+    const id = provisioner.reservePooled(project, FITS)!;
+    await provisioner.provision(project, newSession({ session_id: id, branch: id }), {
+      cutBranch: true,
+      commandsOnly: true,
+    });
+    const [claimed] = mem.pooled(project.id, "claimed");
+    expect(claimed!.daemon!.claimedEnv).toMatchObject({ SVC_AGENT_RUNTIME: "0" });
   });
 
   it("a project with no egress list goes out as the driver says: through the API's proxy where the driver cannot fence the host", async () => {

@@ -241,23 +241,10 @@ export function createProvisioner(deps: ProvisionerDeps) {
           containerId: member.containerId,
           url: member.url,
         });
-        // Its boot was done ahead of demand at the least CPU weight; as a session's it weighs what any sandbox does.
-        // Asked beside the claim, so it costs the start no time; a failure costs that sandbox its share on a busy
-        // host, never the session.
-        const settled = (p: Promise<unknown>) =>
-          p.then(
-            () => undefined,
-            (err: unknown) => err,
-          );
-        const [refused, unweighed] = await Promise.all([
-          settled(claim(member, env)),
-          settled(driver.claimed(member.containerId)),
-        ]);
-        if (!refused && unweighed)
-          deps.log("a claimed sandbox kept its pool's CPU weight", {
-            session: session.session_id,
-            error: describeFailure(unweighed),
-          });
+        const refused = await claim(member, env).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
         if (!refused) {
           await finish(member.url);
           return;

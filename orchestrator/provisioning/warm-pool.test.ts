@@ -123,6 +123,18 @@ describe("warm pool", () => {
     expect(request()).toBe(id);
   });
 
+  it("a member boots at the engine's least CPU weight and weighs what any sandbox does once it is ready", async () => {
+    const { mem, project, request } = setup();
+    mem.behaviour.afterSeed = "warming";
+    request();
+    await until("a member warming up", () => mem.pooled(project.id).some((c) => c.daemon?.pool === "warming"));
+    const [booting] = mem.pooled(project.id);
+    expect(booting!.yielding).toBe(true);
+    // Its boot over: a saturated host must not starve its health checks and its claim.
+    booting!.daemon!.pool = "ready";
+    await until("the ready member at the default weight", () => !booting!.yielding);
+  });
+
   it("a claim starts its replacement at once, without waiting for the pool's timer", async () => {
     const { mem, pool, project, request } = setup();
     // No pool.start(): no timer runs in this test at all.

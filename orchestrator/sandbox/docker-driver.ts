@@ -191,7 +191,7 @@ export function createDockerDriver(options: {
         return info;
       },
 
-      async claimed(id: string) {
+      async booted(id: string) {
         await docker.getContainer(id).update({ CpuShares: CPU_SHARES });
       },
 

@@ -78,8 +78,9 @@ export type SandboxSpec = {
   limits: SandboxLimits;
   /**
    * A warm-pool sandbox: the API process (cluster instance) whose pool holds it until a session claims it. Its boot is
-   * work done ahead of demand, so it runs at the least CPU weight the engine has (Docker: 2 shares of 1,024): where
-   * the host is busy, sessions starting now and running sandboxes go first, and it boots on what they leave.
+   * work done ahead of demand, so it runs at the least CPU weight the engine has (Docker: 2 shares of 1,024) until
+   * `booted`: where the host is busy, sessions starting now and running sandboxes go first, and it boots on what
+   * they leave.
    */
   pool?: string;
   /** Default `open`. */
@@ -156,8 +157,11 @@ export type SandboxExec = {
 export type ContainerVerbs = {
   create(spec: SandboxSpec | AppContainerSpec): Promise<string>;
   start(id: string): Promise<ContainerInfo>;
-  /** A pooled sandbox became a session's: from now on it weighs what any sandbox does (see SandboxSpec.pool). */
-  claimed(id: string): Promise<void>;
+  /**
+   * A pooled sandbox's boot is over: from now on it weighs what any sandbox does (see SandboxSpec.pool). Ready, it
+   * asks for little CPU, but what it asks for (its health checks, its claim) must not wait behind a saturated host.
+   */
+  booted(id: string): Promise<void>;
   remove(id: string): Promise<void>;
   inspect(id: string): Promise<ContainerInfo | undefined>;
   /** Every container of one installation, sandboxes and apps, running or not: each caller keeps the kind it owns

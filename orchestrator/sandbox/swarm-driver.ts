@@ -141,7 +141,7 @@ export function createSwarmDriver(deps: {
       },
 
       // A service's resources have limits and reservations but no CPU weight: a pooled task boots as any task does.
-      async claimed() {},
+      async booted() {},
 
       async remove(id) {
         const service = await tasks.service(id);

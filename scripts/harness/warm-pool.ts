@@ -31,8 +31,11 @@ export async function readyPoolMember(
         () => undefined,
       );
       if (runtime && health?.agent?.state !== wanted[runtime]) continue;
-      // The pool marks it claimable once it has seen this too (it polls every 50 ms).
-      if (health?.pool === "ready") return new Promise((r) => setTimeout(() => r(c), 300));
+      if (health?.pool !== "ready") continue;
+      // The pool marks it claimable once it has seen this too (it polls every 50 ms); one it dropped meanwhile (its
+      // check found it stale or not answering) is forgotten by its link at once, though its container lingers.
+      await new Promise((r) => setTimeout(r, 300));
+      if (endpointOf(c.Labels["dev.svc.sandbox"]!)) return c;
     }
     await new Promise((r) => setTimeout(r, 100));
   }

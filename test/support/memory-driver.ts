@@ -54,7 +54,7 @@ export type MemoryContainer = {
   started: boolean;
   owner: Partial<SandboxOwner> & Partial<AppOwner>;
   pool: string | null;
-  /** A pooled sandbox's boot yields its CPU to others (SandboxSpec.pool) until `claimed`. */
+  /** A pooled sandbox's boot yields its CPU to others (SandboxSpec.pool) until `booted`. */
   yielding: boolean;
   egress: SandboxEgress;
   /** The daemon's (sandbox) or the app's port. */
@@ -321,8 +321,8 @@ export function createMemoryDriver() {
       return info(c);
     },
 
-    async claimed(id: string) {
-      injected("claimed", [id]);
+    async booted(id: string) {
+      injected("booted", [id]);
       get(id, "update").yielding = false;
     },
 
