@@ -37,7 +37,10 @@ function setup(poolSize = 0, linked = true) {
   };
   const links: SandboxLinkPort = {
     expect: (hash, sandboxId) => void expected.set(hash, sandboxId),
-    forget: (sandboxId) => void forgotten.push(sandboxId),
+    forget: (sandboxId) => {
+      forgotten.push(sandboxId);
+      for (const [hash, id] of expected) if (id === sandboxId) expected.delete(hash);
+    },
     async waitFor(sandboxId) {
       const container = mem.containers().find((c) => c.owner.sandboxId === sandboxId && c.running);
       if (!linked || !container || container.env.SVC_LINK_URL !== LINK_URL)
@@ -94,6 +97,22 @@ describe("provisioner, daemons dialing out", () => {
     const spare = mem.pooled(project.id, "ready").map((c) => c.owner.sandboxId);
     await provisioner.stopPool();
     expect(forgotten.sort()).toEqual(spare.sort());
+  });
+
+  it("pooled: a member that died after the pool's last look is discarded, and the cold sandbox in its place links", async () => {
+    const { mem, provisioner, project, newSession, records, startedUnannounced } = setup(1);
+    provisioner.reservePooled(project, FITS);
+    await waitFor("a warm sandbox", async () => mem.pooled(project.id, "ready").length === 1, { timeoutMs: 5000 });
+    const id = provisioner.reservePooled(project, FITS)!;
+    const dead = mem.sandboxOf({ sessionId: id })!;
+    dead.daemon!.answering = false;
+
+    await provisioner.provision(project, newSession({ session_id: id, branch: id }), { cutBranch: true });
+    expect(records.session(id)).toMatchObject({ status: "running", error: null });
+    const cold = mem.sandboxOf({ sessionId: id })!;
+    expect(cold.id).not.toBe(dead.id);
+    expect(cold.pool).toBeNull();
+    expect(startedUnannounced).toEqual([]);
   });
 
   it("a sandbox whose daemon never links fails its session, and nothing of it is left", async () => {

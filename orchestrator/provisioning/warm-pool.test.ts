@@ -135,6 +135,21 @@ describe("warm pool", () => {
     await until("the ready member at the default weight", () => !booting!.yielding);
   });
 
+  it("a reservation given back while its replacement boots keeps its member: the pool's check drops no ready one", async () => {
+    const { mem, pool, project, request } = setup();
+    request();
+    await settled(mem, project.id, 1);
+    const [warm] = ready(mem, project.id);
+    mem.behaviour.afterSeed = "warming";
+    const id = request()!;
+    await until("the replacement warming", () => mem.pooled(project.id).some((c) => c.daemon?.pool === "warming"));
+    // The account's cap refused the session: the member is the pool's again, one more than its size for now.
+    pool.release(id);
+    await pool.check();
+    expect(ready(mem, project.id).map((c) => c.id)).toEqual([warm!.id]);
+    expect(request()).toBe(id);
+  });
+
   it("a claim starts its replacement at once, without waiting for the pool's timer", async () => {
     const { mem, pool, project, request } = setup();
     // No pool.start(): no timer runs in this test at all.

@@ -174,11 +174,11 @@ export function createWarmPool(deps: WarmPoolDeps) {
       const dead = (await Promise.all(live.map(async (m) => ((await stillReady(m)) ? [] : [m])))).flat();
       // One reserved meanwhile is its claim's to judge: the claim checks base and secrets again.
       await Promise.all([...stale, ...dead].filter((m) => m.state === "ready").map(discard));
-      // A burst over: the members it added beyond the target go (ready ones, those booting at a claim first; one
-      // still warming goes next time).
-      const spare = ofProject(projectId).filter((m) => m.state !== "reserved");
+      // Ready members beyond the target go (a burst over), those booting at a claim first. Ones still warming count
+      // once ready: a reservation given back (the account's cap) while its replacement boots must not cost the
+      // pool the one member it can hand out now.
+      const spare = ofProject(projectId).filter((m) => m.state === "ready");
       const surplus = spare
-        .filter((m) => m.state === "ready")
         .sort((a, b) => Number(a.runtime === "now") - Number(b.runtime === "now"))
         .slice(0, Math.max(0, spare.length - pace.target(projectId)));
       await Promise.all(surplus.map(discard));
