@@ -257,8 +257,6 @@ export function createProvisioner(deps: ProvisionerDeps) {
         await pool.discard(member);
         member = undefined;
         containerId = undefined;
-        // The discard forgot the key under this sandbox id, which the cold sandbox keeps: its link must be taken.
-        reach.expect(serviceKey, sandboxId);
       }
       progress("preparing the sandbox image");
       // The default branch's .svc/, never the session's branch or base: an agent's edit of it is not built.
