@@ -236,16 +236,15 @@ export function createProvisioner(deps: ProvisionerDeps) {
       const env = envFor(project, session, { serviceKey, cliToken: token.token, secrets }, egress);
       if (options.commandsOnly) env[SandboxEnv.agentRuntime] = "0";
       if (member) {
-        await records.updateSandbox(sandboxId, {
-          image: member.image,
-          containerId: member.containerId,
-          url: member.url,
-        });
+        // Its container, so a stop meanwhile removes it; its URL only once claimed: a link waited for in the cold
+        // sandbox's place reads the row's URL as another replica's endpoint, and a dead member's would be taken.
+        await records.updateSandbox(sandboxId, { image: member.image, containerId: member.containerId });
         const refused = await claim(member, env).then(
           () => undefined,
           (err: unknown) => err,
         );
         if (!refused) {
+          await records.updateSandbox(sandboxId, { url: member.url });
           await finish(member.url);
           return;
         }
