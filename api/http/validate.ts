@@ -41,9 +41,9 @@ export function parseInput<S extends z.ZodType>(
 
 /**
  * What every route gets before its handler, registered on the root instance before any route:
- * - request bodies are JSON objects or nothing (an empty body labelled JSON is nothing). Fastify's text/plain parser is gone (any type without a parser is a
- *   415), and a JSON body that is not an object (`null`, `[]`, `"x"`, `3`) is a 400, so a `req.body ?? {}` in a
- *   route only ever turns an absent body into `{}`. Routes that take other bodies (git packs, previews) register
+ * - request bodies are JSON objects or nothing (an empty body labelled JSON is nothing). Fastify's text/plain
+ *   parser is gone (any type without a parser is a 415), and a JSON body that is not an object (`null`, `[]`, `"x"`,
+ *   `3`) is a 400, so a `req.body ?? {}` in a route only ever turns an absent body into `{}`. Routes that take other bodies (git packs, previews) register
  *   their own parsers in their own scope.
  * - path parameters pass `checkParams` before authentication looks a project up by them.
  */
