@@ -25,6 +25,8 @@ import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./work
 
 const CLONE_ATTEMPTS = 5;
 const RESTORE_ATTEMPTS = 3;
+/** Under the API's 15 s for a control call: a boot slower than this is answered 503, starting, as a cold one is. */
+const PROMPT_BOOT_WAIT_MS = 10_000;
 
 const log = (msg: string) => process.stderr.write(`svc-agent: ${msg}\n`);
 
@@ -89,10 +91,35 @@ async function daemon(): Promise<void> {
     return busy.sessions;
   }
 
+  /**
+   * A session with nothing for its agent to do yet (no first prompt, no conversation to go on with) starts its
+   * runtime at its first use: a prompt, someone following its events, a request for the runtime. A sandbox used for
+   * commands, previews and pushes then spends no agent boot (seconds of a core) and no agent's memory.
+   */
+  let dormant = false;
+  function wake(): void {
+    if (!dormant) return;
+    dormant = false;
+    log("the agent runtime starts at its first use");
+    runtime.start();
+  }
   const requireRuntime = () => {
     if (runtime.status().state !== "running")
       throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
   };
+  /** A prompt to a runtime left to its first use waits for its boot, within the API's wait for the answer. */
+  async function wokenForPrompt(): Promise<void> {
+    if (!dormant) return;
+    wake();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      runtime.whenReady(),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, PROMPT_BOOT_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
   /** opencode is given only the svc gateway as a provider: without one, no prompt could ever be answered. */
   const modelMissing = !config.agentCommand && !config.llm.baseUrl && config.runtimeProviders.length === 0;
   const requireModel = () => {
@@ -138,10 +165,6 @@ async function daemon(): Promise<void> {
   }
 
   /**
-   * A session whose agent had already answered (a restart, a wake from idle) goes on with its stored conversation
-   * in place of its first prompt, which the agent had; a new one starts with its first prompt. Prompts wait for it.
-   */
-  /**
    * A restarted session's conversation back in the runtime, else its first prompt sent. Reading the transcript or
    * seeding the runtime can fail on a loaded machine: it is tried again before the agent goes on without it, since
    * an agent that forgot its conversation silently answers the next prompt out of context.
@@ -164,6 +187,14 @@ async function daemon(): Promise<void> {
     }
     // The first prompt was answered in an earlier sandbox: running it again would redo that work.
     if (!answeredBefore) await sendBootstrapPrompt();
+  }
+
+  /** No conversation stored for this session; one that cannot be read counts as there, so it is restored. */
+  async function nothingToGoOn(): Promise<boolean> {
+    return storedTranscript(config).then(
+      (entries) => entries.length === 0,
+      () => false,
+    );
   }
 
   async function sendBootstrapPrompt(): Promise<void> {
@@ -230,6 +261,7 @@ async function daemon(): Promise<void> {
     writeSessionEnv(config.agentHome, sessionEnv);
     config = loadDaemonConfig({ ...process.env, ...sessionEnv });
     if (!runtimeOnClaim) void sendBootstrapPrompt();
+    else if (config.agentRuntime && !config.bootstrapPrompt) dormant = true;
     else if (config.agentRuntime) {
       // Booted now, with the session's environment, as a cold sandbox's runtime is; prompts wait for its first.
       runtime.start();
@@ -253,6 +285,7 @@ async function daemon(): Promise<void> {
     sandboxLog: createSandboxLogReader(config.logDir),
     control: {
       runtimeReady: () => runtime.status().state === "running",
+      wake,
       transcript: async (conversation) => ({ entries: await readTranscript(client, conversation) }),
       async checkpoint() {
         if (repo.state !== "cloned") return { sha: null };
@@ -269,7 +302,7 @@ async function daemon(): Promise<void> {
           version: VERSION,
           uptime_s: Math.round((Date.now() - startedAt) / 1000),
           ...(pool ? { pool } : {}),
-          agent: runtime.status(),
+          agent: dormant ? { ...runtime.status(), state: "standby" } : runtime.status(),
           repo: {
             state: repo.state,
             url: config.repoUrl || null,
@@ -287,11 +320,13 @@ async function daemon(): Promise<void> {
         } catch (err) {
           throw daemonError("CONFLICT", `could not fast-forward the workspace: ${(err as Error).message}`);
         }
+        if (dormant) return { commit: await headCommit(config.workspace), restarted: false };
         await runtime.restart();
         return { commit: await headCommit(config.workspace), restarted: true };
       },
       async prompt(body: PromptBody) {
         requireModel();
+        await wokenForPrompt();
         requireRuntime();
         await restored;
         // The session's own agent unless the prompt names another: opencode's default is not the session's.
@@ -305,6 +340,7 @@ async function daemon(): Promise<void> {
         return { session };
       },
       async abort(body) {
+        if (dormant) return { aborted: [] };
         requireRuntime();
         const sessions = body.session ? [body.session] : await busySessions();
         await Promise.all(sessions.map((s) => client.abort(s)));
@@ -319,7 +355,7 @@ async function daemon(): Promise<void> {
         writeSessionEnv(config.agentHome, { ...sessionEnv, ...extraEnv });
         // opencode's shells read that file before each command (session-env-plugin.ts), so its conversation goes
         // on; another runtime has only its process environment, which a restart replaces.
-        if (config.agentCommand) await runtime.restart();
+        if (config.agentCommand && !dormant) await runtime.restart();
         return {
           names: Object.keys(extraEnv)
             .filter((name) => extraEnv[name] !== null)
@@ -367,6 +403,11 @@ async function daemon(): Promise<void> {
     }
   }
   if (config.pooled || !config.agentRuntime) return;
+  if (!config.bootstrapPrompt && (await nothingToGoOn())) {
+    dormant = true;
+    log("the agent runtime starts at its first use: this session has no prompt yet");
+    return;
+  }
   runtime.start();
   await runtime.whenReady();
   restored = resumeOrBootstrap();

@@ -50,6 +50,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
   let daemon: Server;
   let runtime: Server;
   let ready = false;
+  let woken = 0;
   let deadPort: number;
   const auth = { authorization: `Bearer ${KEY}` };
   const logged: string[] = [];
@@ -70,6 +71,9 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
       log: (msg) => logged.push(msg),
       control: {
         runtimeReady: () => ready,
+        wake: () => {
+          woken += 1;
+        },
         health: async () => ({}) as never,
         refresh: async () => {
           throw daemonError("CONFLICT", "could not fast-forward the workspace: diverged");
@@ -213,11 +217,18 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
 
   it("the event stream: 503 while the runtime boots, 502 when its stream fails", async () => {
     ready = false;
+    woken = 0;
+    // The transcript recorder's stream is no use of the agent: a runtime left to its first use stays down.
+    expect(await errorOf(await fetch(`${base}/svc/events?entries=1`, { headers: auth }))).toMatchObject({
+      status: 503,
+    });
+    expect(woken).toBe(0);
     expect(await errorOf(await fetch(`${base}/svc/events`, { headers: auth }))).toEqual({
       status: 503,
       code: "AGENT_RUNTIME_UNAVAILABLE",
       error: "the agent runtime is starting",
     });
+    expect(woken).toBe(1);
     ready = true;
     expect(await errorOf(await fetch(`${base}/svc/events`, { headers: auth }))).toEqual({
       status: 502,
@@ -235,10 +246,13 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
       error: "missing or invalid x-svc-user-context (malformed)",
     });
     ready = false;
+    woken = 0;
     expect(await errorOf(await fetch(`${base}/session`, { headers }))).toMatchObject({
       status: 503,
       code: "AGENT_RUNTIME_UNAVAILABLE",
     });
+    // A request for the runtime is its first use: it starts.
+    expect(woken).toBe(1);
     expect(await errorOf(await fetch(`${base}/proxy/abc/`, { headers }))).toEqual({
       status: 400,
       code: "BAD_REQUEST",

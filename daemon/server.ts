@@ -47,6 +47,8 @@ export type ControlHandlers = {
   /** GET /svc/transcript: the runtime's conversations as transcript entries (transcript.ts). */
   transcript(conversation?: string): Promise<RuntimeTranscript>;
   runtimeReady(): boolean;
+  /** Someone means to use the agent (its events, a request for the runtime): a runtime left to its first use starts. */
+  wake(): void;
 };
 
 export type ServerDeps = {
@@ -154,7 +156,10 @@ export function createDaemonServer(deps: ServerDeps) {
       req.url = target.path;
       return target.port;
     }
-    if (!deps.control.runtimeReady()) return daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
+    if (!deps.control.runtimeReady()) {
+      deps.control.wake();
+      return daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
+    }
     return deps.agentPort;
   }
 
@@ -176,10 +181,13 @@ export function createDaemonServer(deps: ServerDeps) {
       }
       if (path === "/svc/events" && req.method === "GET") {
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
-        if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
         // The API's transcript recorder follows every running session: its stream is no sign of use.
         const entries = new URL(req.url ?? "/", "http://daemon").searchParams.get("entries") === "1";
-        if (!entries) deps.activity.touch();
+        if (!entries) {
+          deps.activity.touch();
+          deps.control.wake();
+        }
+        if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
         return relayAgentEvents(res, deps.agentPort, deps.workspace, {
           entries,
           gatewayUrl: deps.gatewayUrl,

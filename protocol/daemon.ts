@@ -2,8 +2,11 @@ import { z } from "zod";
 import { SafeName, SafeText } from "./text.ts";
 import { RuntimeEntry } from "./transcript.ts";
 
-/** State of the agent runtime that svc-agent supervises on 127.0.0.1:4096. */
-export const AgentRuntimeState = z.enum(["starting", "running", "restarting", "stopped", "disabled"]);
+/**
+ * State of the agent runtime that svc-agent supervises on 127.0.0.1:4096; `standby`: not started, it starts at its
+ * first use (a session with no prompt yet).
+ */
+export const AgentRuntimeState = z.enum(["starting", "running", "restarting", "stopped", "disabled", "standby"]);
 export type AgentRuntimeState = z.infer<typeof AgentRuntimeState>;
 
 /** GET /svc/health (no authentication). */

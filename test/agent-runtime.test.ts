@@ -2,6 +2,7 @@ import type Docker from "dockerode";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git } from "../api/git/run.ts";
+import type { DaemonHealth } from "../protocol/daemon.ts";
 import { call, type seedUser, type TestApi } from "./support/api-server.ts";
 import { BIN, cliHome, svc } from "./support/cli.ts";
 import { containerEnv } from "./support/docker.ts";
@@ -341,9 +342,31 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     });
     expect(created.status).toBe(201);
     const id = created.body.session_id as string;
+    const env = {
+      ...cliHome().env,
+      SVC_API_URL: `${api.url}/v1`,
+      SVC_CLI_TOKEN: user.token,
+      SVC_PROJECT_ID: project.id,
+    };
+    // No prompt yet: the session runs, and its agent runtime waits for its first use, no opencode process at all.
+    const running = await waitFor(
+      "the plan session running",
+      async () => {
+        const s = (await call(api.url, "GET", `/v1/projects/${project.id}/sessions/${id}`, { token: user.token })).body;
+        return s.status === "running" ? s : undefined;
+      },
+      { timeoutMs: 120_000, everyMs: 200 },
+    );
+    const health = await waitFor("the runtime on standby", async () => {
+      const h = (await (await fetch(`${running.sandbox_url}/svc/health`)).json()) as DaemonHealth;
+      return h.agent.state === "standby" ? h : undefined;
+    });
+    expect(health.agent).toMatchObject({ state: "standby", pid: null });
+    const ps = await svc(["sessions", "exec", id, "--", "sh", "-c", "pgrep -x opencode || echo none"], { env });
+    expect(ps.stdout.trim()).toBe("none");
     const messages = `/v1/projects/${project.id}/sessions/${id}/messages`;
     const send = (body: unknown) => call(api.url, "POST", messages, { token: user.token, body });
-    // 409 while the session provisions and its runtime boots.
+    // The first message starts it and waits for its boot (409 only past the API's wait, on a loaded machine).
     const sent = await waitFor(
       "a message the plan session's agent takes",
       async () => {
@@ -354,12 +377,6 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     );
     expect(sent.status, JSON.stringify(sent.body)).toBe(202);
     // opencode's own record of the conversation: the message ran as the session's agent, not the runtime's default.
-    const env = {
-      ...cliHome().env,
-      SVC_API_URL: `${api.url}/v1`,
-      SVC_CLI_TOKEN: user.token,
-      SVC_PROJECT_ID: project.id,
-    };
     const record = await svc(
       [
         "sessions",

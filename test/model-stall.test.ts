@@ -2,7 +2,7 @@ import type { ChildProcess } from "node:child_process";
 import { createServer, type Server, type ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentEvent } from "../protocol/daemon.ts";
-import { startDaemon } from "./support/daemon.ts";
+import { runtimeRunning, startDaemon } from "./support/daemon.ts";
 
 const SERVICE_KEY = "svc_sk_test-service-key-0123456789abcdef";
 const SESSION = "6f1c2d3e-0000-4000-8000-000000000028";
@@ -117,11 +117,7 @@ describe("a model gateway that stalls (SVC_MODEL_TIMEOUT_S, real daemon and real
     });
     daemon = started.child;
     base = started.base;
-    const deadline = Date.now() + 60_000;
-    while ((await (await fetch(`${base}/svc/health`)).json()).agent.state !== "running") {
-      if (Date.now() > deadline) throw new Error("opencode did not start");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await runtimeRunning(base, SERVICE_KEY);
     stream = await followEvents(base);
   });
   afterAll(async () => {

@@ -9,7 +9,7 @@ import { SANDBOX_LINK_PATH } from "../protocol/sandbox-link.ts";
 import { signUserContext } from "../protocol/user-context.ts";
 import { startApi, type TestApi } from "./support/api-server.ts";
 import { freePort } from "./support/cli.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
+import { runtimeRunning, startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { dialLink, dialSpare } from "./support/link-dial.ts";
 import { expectIncrementalEvents } from "./support/streams.ts";
@@ -86,10 +86,6 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
   }
 
   const health = async (endpoint: string) => (await fetch(`${endpoint}/svc/health`)).json();
-  const runtimeUp = async (endpoint: string) => {
-    for (let i = 0; i < 300 && (await health(endpoint)).agent.state !== "running"; i++)
-      await new Promise((r) => setTimeout(r, 50));
-  };
 
   beforeAll(async () => {
     db = await freshDatabase("pglite");
@@ -115,7 +111,7 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
 
   it("streams server-sent events through the bridge as they come, unbuffered", async () => {
     const endpoint = await boot(b);
-    await runtimeUp(endpoint);
+    await runtimeRunning(endpoint, b.key);
     const res = await fetch(`${endpoint}/svc/events`, { headers: { authorization: `Bearer ${b.key}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/event-stream");
@@ -167,7 +163,7 @@ describe("sandbox links: daemons dial out, the API reaches them through a loopba
   it("keeps two sandboxes' traffic apart", async () => {
     const [ea, eb] = [api.services.sandboxLinks.endpoint(a.id)!, api.services.sandboxLinks.endpoint(b.id)!];
     expect(ea).not.toBe(eb);
-    await runtimeUp(ea);
+    await Promise.all([runtimeRunning(ea, a.key), runtimeRunning(eb, b.key)]);
     const asks = Array.from({ length: 40 }, (_, i) => {
       const s = i % 2 ? a : b;
       const endpoint = s === a ? ea : eb;

@@ -49,3 +49,17 @@ export async function startDaemon(options: {
   }
   return { child, port, agentPort, base };
 }
+
+/**
+ * Until the daemon's agent runtime runs. A session with no prompt starts it at its first use: here, as a client
+ * would, by asking for its event stream (503 while it boots).
+ */
+export async function runtimeRunning(base: string, serviceKey: string, timeoutMs = 60_000): Promise<void> {
+  const events = await fetch(`${base}/svc/events`, { headers: { authorization: `Bearer ${serviceKey}` } });
+  await events.body?.cancel();
+  const deadline = Date.now() + timeoutMs;
+  while ((await (await fetch(`${base}/svc/health`)).json()).agent.state !== "running") {
+    if (Date.now() > deadline) throw new Error("the agent runtime did not start");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
