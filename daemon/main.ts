@@ -25,7 +25,7 @@ import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./work
 
 const CLONE_ATTEMPTS = 5;
 const RESTORE_ATTEMPTS = 3;
-/** Under the API's 15 s for a control call: a boot slower than this is answered 503, starting, as a cold one is. */
+/** A prompt waits this long for its runtime's boot: under the API's 15 s for a control call, past it 503 (starting). */
 const PROMPT_BOOT_WAIT_MS = 10_000;
 
 const log = (msg: string) => process.stderr.write(`svc-agent: ${msg}\n`);
@@ -97,29 +97,22 @@ async function daemon(): Promise<void> {
    * commands, previews and pushes then spends no agent boot (seconds of a core) and no agent's memory.
    */
   let dormant = false;
-  function wake(): void {
-    if (!dormant) return;
-    dormant = false;
-    log("the agent runtime starts at its first use");
-    runtime.start();
+  /** Starts a dormant runtime; resolves once the runtime runs (booting for any reason), or after `waitMs`. */
+  async function wake(waitMs = 0): Promise<void> {
+    if (dormant) {
+      dormant = false;
+      log("the agent runtime starts at its first use");
+      runtime.start();
+    }
+    if (waitMs === 0 || runtime.status().state === "running") return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([runtime.whenReady(), new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+    clearTimeout(timer);
   }
   const requireRuntime = () => {
     if (runtime.status().state !== "running")
       throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
   };
-  /** A prompt to a runtime left to its first use waits for its boot, within the API's wait for the answer. */
-  async function wokenForPrompt(): Promise<void> {
-    if (!dormant) return;
-    wake();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      runtime.whenReady(),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, PROMPT_BOOT_WAIT_MS);
-      }),
-    ]);
-    clearTimeout(timer);
-  }
   /** opencode is given only the svc gateway as a provider: without one, no prompt could ever be answered. */
   const modelMissing = !config.agentCommand && !config.llm.baseUrl && config.runtimeProviders.length === 0;
   const requireModel = () => {
@@ -326,7 +319,7 @@ async function daemon(): Promise<void> {
       },
       async prompt(body: PromptBody) {
         requireModel();
-        await wokenForPrompt();
+        await wake(PROMPT_BOOT_WAIT_MS);
         requireRuntime();
         await restored;
         // The session's own agent unless the prompt names another: opencode's default is not the session's.

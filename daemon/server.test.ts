@@ -71,7 +71,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
       log: (msg) => logged.push(msg),
       control: {
         runtimeReady: () => ready,
-        wake: () => {
+        wake: async () => {
           woken += 1;
         },
         health: async () => ({}) as never,

@@ -47,8 +47,11 @@ export type ControlHandlers = {
   /** GET /svc/transcript: the runtime's conversations as transcript entries (transcript.ts). */
   transcript(conversation?: string): Promise<RuntimeTranscript>;
   runtimeReady(): boolean;
-  /** Someone means to use the agent (its events, a request for the runtime): a runtime left to its first use starts. */
-  wake(): void;
+  /**
+   * Someone means to use the agent (its events, a request for the runtime): a runtime left to its first use starts.
+   * Resolves once the runtime runs, or after `waitMs`.
+   */
+  wake(waitMs?: number): Promise<void>;
 };
 
 export type ServerDeps = {
@@ -115,6 +118,8 @@ const seedRuntime = (url: string | undefined): SeedRuntime =>
 
 const NO_SERVICE_KEY = "control routes need the sandbox service key";
 const RUNTIME_STARTING = "the agent runtime is starting";
+/** How long a request for the agent's events waits for its runtime to boot before it is answered 503. */
+const EVENTS_BOOT_WAIT_MS = 30_000;
 
 /**
  * The daemon's port 8000: `/svc/*` control surface, `/proxy/{port}/*` to sandbox ports, everything else to
@@ -157,7 +162,7 @@ export function createDaemonServer(deps: ServerDeps) {
       return target.port;
     }
     if (!deps.control.runtimeReady()) {
-      deps.control.wake();
+      void deps.control.wake();
       return daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
     }
     return deps.agentPort;
@@ -183,9 +188,10 @@ export function createDaemonServer(deps: ServerDeps) {
         if (!hasServiceKey(req, deps.serviceKey)) throw daemonError("UNAUTHENTICATED", NO_SERVICE_KEY);
         // The API's transcript recorder follows every running session: its stream is no sign of use.
         const entries = new URL(req.url ?? "/", "http://daemon").searchParams.get("entries") === "1";
+        // Someone following the agent waits for its boot rather than retrying: a session's first use starts it.
         if (!entries) {
           deps.activity.touch();
-          deps.control.wake();
+          await deps.control.wake(EVENTS_BOOT_WAIT_MS);
         }
         if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
         return relayAgentEvents(res, deps.agentPort, deps.workspace, {
