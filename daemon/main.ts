@@ -91,24 +91,8 @@ async function daemon(): Promise<void> {
     return busy.sessions;
   }
 
-  /**
-   * A session with nothing for its agent to do yet (no first prompt, no conversation to go on with) starts its
-   * runtime at its first use: a prompt, someone following its events, a request for the runtime. A sandbox used for
-   * commands, previews and pushes then spends no agent boot (seconds of a core) and no agent's memory.
-   */
-  let dormant = false;
-  /** Starts a dormant runtime; resolves once the runtime runs (booting for any reason), or after `waitMs`. */
-  async function wake(waitMs = 0): Promise<void> {
-    if (dormant) {
-      dormant = false;
-      log("the agent runtime starts at its first use");
-      runtime.start();
-    }
-    if (waitMs === 0 || runtime.status().state === "running") return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([runtime.whenReady(), new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
-    clearTimeout(timer);
-  }
+  /** A runtime on standby starts at its first use: a prompt, someone following its events, a request for it. */
+  const standingBy = () => runtime.status().state === "standby";
   const requireRuntime = () => {
     if (runtime.status().state !== "running")
       throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
@@ -254,7 +238,7 @@ async function daemon(): Promise<void> {
     writeSessionEnv(config.agentHome, sessionEnv);
     config = loadDaemonConfig({ ...process.env, ...sessionEnv });
     if (!runtimeOnClaim) void sendBootstrapPrompt();
-    else if (config.agentRuntime && !config.bootstrapPrompt) dormant = true;
+    else if (config.agentRuntime && !config.bootstrapPrompt) runtime.standBy();
     else if (config.agentRuntime) {
       // Booted now, with the session's environment, as a cold sandbox's runtime is; prompts wait for its first.
       runtime.start();
@@ -278,7 +262,7 @@ async function daemon(): Promise<void> {
     sandboxLog: createSandboxLogReader(config.logDir),
     control: {
       runtimeReady: () => runtime.status().state === "running",
-      wake,
+      wake: runtime.wake,
       transcript: async (conversation) => ({ entries: await readTranscript(client, conversation) }),
       async checkpoint() {
         if (repo.state !== "cloned") return { sha: null };
@@ -295,7 +279,7 @@ async function daemon(): Promise<void> {
           version: VERSION,
           uptime_s: Math.round((Date.now() - startedAt) / 1000),
           ...(pool ? { pool } : {}),
-          agent: dormant ? { ...runtime.status(), state: "standby" } : runtime.status(),
+          agent: runtime.status(),
           repo: {
             state: repo.state,
             url: config.repoUrl || null,
@@ -313,13 +297,13 @@ async function daemon(): Promise<void> {
         } catch (err) {
           throw daemonError("CONFLICT", `could not fast-forward the workspace: ${(err as Error).message}`);
         }
-        if (dormant) return { commit: await headCommit(config.workspace), restarted: false };
+        if (standingBy()) return { commit: await headCommit(config.workspace), restarted: false };
         await runtime.restart();
         return { commit: await headCommit(config.workspace), restarted: true };
       },
       async prompt(body: PromptBody) {
         requireModel();
-        await wake(PROMPT_BOOT_WAIT_MS);
+        await runtime.wake(PROMPT_BOOT_WAIT_MS);
         requireRuntime();
         await restored;
         // The session's own agent unless the prompt names another: opencode's default is not the session's.
@@ -333,7 +317,7 @@ async function daemon(): Promise<void> {
         return { session };
       },
       async abort(body) {
-        if (dormant) return { aborted: [] };
+        if (standingBy()) return { aborted: [] };
         requireRuntime();
         const sessions = body.session ? [body.session] : await busySessions();
         await Promise.all(sessions.map((s) => client.abort(s)));
@@ -348,7 +332,7 @@ async function daemon(): Promise<void> {
         writeSessionEnv(config.agentHome, { ...sessionEnv, ...extraEnv });
         // opencode's shells read that file before each command (session-env-plugin.ts), so its conversation goes
         // on; another runtime has only its process environment, which a restart replaces.
-        if (config.agentCommand && !dormant) await runtime.restart();
+        if (config.agentCommand && !standingBy()) await runtime.restart();
         return {
           names: Object.keys(extraEnv)
             .filter((name) => extraEnv[name] !== null)
@@ -397,7 +381,7 @@ async function daemon(): Promise<void> {
   }
   if (config.pooled || !config.agentRuntime) return;
   if (!config.bootstrapPrompt && (await nothingToGoOn())) {
-    dormant = true;
+    runtime.standBy();
     log("the agent runtime starts at its first use: this session has no prompt yet");
     return;
   }

@@ -30,6 +30,11 @@ export function createRuntimeSupervisor(getSpec: () => RuntimeSpec, log: (msg: s
   let lastError: string | null = null;
   let wanted = false;
   let ready: Promise<void> = Promise.resolve();
+  /**
+   * Left to start at its first use (wake): a session with nothing for its agent to do yet, whose sandbox may serve
+   * only commands, previews and pushes, spends no agent boot (seconds of a core) and no agent's memory.
+   */
+  let standby = false;
 
   function launch(): void {
     const spec = getSpec();
@@ -75,8 +80,21 @@ export function createRuntimeSupervisor(getSpec: () => RuntimeSpec, log: (msg: s
   }
 
   function start(): void {
+    standby = false;
     wanted = true;
     if (!child) launch();
+  }
+
+  /** Starts a runtime on standby; resolves once the runtime runs (booting for any reason), or after `waitMs`. */
+  async function wake(waitMs = 0): Promise<void> {
+    if (standby) {
+      log("the agent runtime starts at its first use");
+      start();
+    }
+    if (waitMs === 0 || state === "running") return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([ready, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+    clearTimeout(timer);
   }
 
   async function stop(): Promise<void> {
@@ -94,6 +112,10 @@ export function createRuntimeSupervisor(getSpec: () => RuntimeSpec, log: (msg: s
 
   return {
     start,
+    standBy(): void {
+      if (!child) standby = true;
+    },
+    wake,
     stop,
     async restart(): Promise<void> {
       await stop();
@@ -103,7 +125,12 @@ export function createRuntimeSupervisor(getSpec: () => RuntimeSpec, log: (msg: s
     },
     /** Resolves when the current launch serves (or gave up). */
     whenReady: () => ready,
-    status: () => ({ state, pid: child?.pid ?? null, restarts, error: lastError }),
+    status: () => ({
+      state: standby ? ("standby" as const) : state,
+      pid: child?.pid ?? null,
+      restarts,
+      error: lastError,
+    }),
   };
 }
 

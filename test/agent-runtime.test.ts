@@ -277,12 +277,7 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
 
   it("a secret set or unset while the session runs reaches the agent's next shell command; the runtime goes on", async () => {
     const { session } = await sandbox();
-    const env = {
-      ...cliHome().env,
-      SVC_API_URL: `${api.url}/v1`,
-      SVC_CLI_TOKEN: user.token,
-      SVC_PROJECT_ID: project.id,
-    };
+    const env = sandboxed.cliEnv;
     const secrets = (method: string, body: unknown) =>
       call(api.url, method, `/v1/projects/${project.id}/secrets`, { token: user.token, body });
     const restarts = async () =>
@@ -342,12 +337,7 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     });
     expect(created.status).toBe(201);
     const id = created.body.session_id as string;
-    const env = {
-      ...cliHome().env,
-      SVC_API_URL: `${api.url}/v1`,
-      SVC_CLI_TOKEN: user.token,
-      SVC_PROJECT_ID: project.id,
-    };
+    const env = sandboxed.cliEnv;
     // No prompt yet: the session runs, and its agent runtime waits for its first use, no opencode process at all.
     const running = await waitFor(
       "the plan session running",

@@ -116,8 +116,10 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
     hostService = createServer((socket) => socket.on("error", () => {}).end("host service\n"));
     await new Promise<void>((r) => hostService.listen(0, "0.0.0.0", r));
     hostServicePort = (hostService.address() as AddressInfo).port;
+    // No warm pool: it is tested on the engine and on Swarm (warm-pool, swarm-sessions); here each start, replica and
+    // restore would warm a member nobody claims, seconds of a core each.
     const model = await svc(
-      ["self-host", "env", "set", `SVC_LLM_BASE_URL=${llm.url}`, "SVC_AGENT_MODEL=scripted"],
+      ["self-host", "env", "set", `SVC_LLM_BASE_URL=${llm.url}`, "SVC_AGENT_MODEL=scripted", "SVC_POOL_SIZE=0"],
       home.dir,
     );
     expect(model.code, model.stderr).toBe(0);

@@ -27,6 +27,9 @@ describe("swarm mode: svc self-host start --mode swarm (a one-node Swarm, real i
 
   beforeAll(async () => {
     port = await freePort();
+    // No warm pool: it is tested on the engine and on Swarm (warm-pool, swarm-sessions); here each start, replica and
+    // restore would warm a member nobody claims, seconds of a core each.
+    expect((await svc(["self-host", "env", "set", "SVC_POOL_SIZE=0"], home.dir)).code).toBe(0);
     const started = Date.now();
     // Two API replicas: a sandbox's link must reach the one that waits for it, and both must reach the sandbox.
     const start = await svc(
