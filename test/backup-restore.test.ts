@@ -52,9 +52,6 @@ describe("self-host backup while running, restore into a fresh home (real CLI, r
     docker = await requireDocker();
     portA = await freePort();
     portB = await freePort();
-    // No warm pool: it is tested on the engine and on Swarm (warm-pool, swarm-sessions); here each start, replica and
-    // restore would warm a member nobody claims, seconds of a core each.
-    expect((await svc(["self-host", "env", "set", "SVC_POOL_SIZE=0"], { env: a.env })).code).toBe(0);
     const start = await svc(["self-host", "start", "--port", String(portA)], { env: a.env });
     expect(start.code, start.stderr).toBe(0);
     project = await shipNewApp(app, inA);
@@ -122,7 +119,6 @@ describe("self-host backup while running, restore into a fresh home (real CLI, r
     expect(again.stderr).toContain("--force");
     expect((await svc(["self-host", "restore", join(a.dir, "missing.tar.gz")], { env: b.env })).code).toBe(1);
 
-    expect((await svc(["self-host", "env", "set", "SVC_POOL_SIZE=0"], { env: b.env })).code).toBe(0);
     const start = await svc(["self-host", "start", "--port", String(portB)], { env: b.env });
     expect(start.code, start.stderr).toBe(0);
     // A restore into a home whose stack runs is refused.
