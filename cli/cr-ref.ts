@@ -9,3 +9,6 @@ export function parseCrRef(ref: string): string {
   if (UUID.test(ref)) return ref.toLowerCase();
   throw usageError(`'${ref}' is not a change request: use its number (3 or #3) or its id`);
 }
+
+/** A parsed `<cr>` as other commands print a CR: `#3`, or the id it was given by. */
+export const crLabel = (parsed: string) => (UUID.test(parsed) ? parsed : `#${parsed}`);

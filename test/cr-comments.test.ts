@@ -304,7 +304,7 @@ describe("CR comments: general and line comments, who may write them, and prompt
       expect(comment).toMatchObject({ body: "Please add a README line.", path: "agent.txt", line: 1, to_agent: false });
       const plain = await cli(["cr", "comment", String(crs.own), "Second thought"]);
       expect(plain.code, plain.stderr).toBe(0);
-      expect(plain.stderr).toContain(`✓ commented on CR ${crs.own}`);
+      expect(plain.stderr).toContain(`✓ commented on CR #${crs.own}`);
       expect(plain.stdout.trim()).toMatch(/^[0-9a-f-]{36}$/);
 
       const listed = await cli(["cr", "comments", String(crs.own), "--json"]);

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { CrComment, CrCommentList, CreateCrCommentBody } from "../../protocol/cr-comment.ts";
-import { parseCrRef } from "../cr-ref.ts";
+import { crLabel, parseCrRef } from "../cr-ref.ts";
 import { usageError } from "../errors.ts";
 import { parsePositiveInt } from "../flag-parsers.ts";
 import { info, printJson, printLine } from "../output.ts";
@@ -54,7 +54,7 @@ export function reviewCommands(cr: Command): void {
       const comment = await ctx.client.request("POST", path(`/${id}/comments`), CrComment, { body });
       if (opts.json) return printJson(comment);
       const where = comment.path ? ` on ${wherePart(comment)}` : "";
-      info(`✓ commented on CR ${ref}${where}`);
+      info(`✓ commented on CR ${crLabel(id)}${where}`);
       if (comment.session_id) info(`sent to the agent of session ${comment.session_id}`);
       printLine(comment.id);
     });
@@ -69,7 +69,7 @@ export function reviewCommands(cr: Command): void {
       const { opts, ctx, path } = projectCommand(cmd, "change-requests");
       const comments = await ctx.client.request("GET", path(`/${id}/comments`), CrCommentList);
       if (opts.json) return printJson(comments);
-      if (comments.length === 0) return info(`no comments on CR ${ref}`);
+      if (comments.length === 0) return info(`no comments on CR ${crLabel(id)}`);
       printTable(
         comments.map((c) => [
           c.created_at.slice(0, 16).replace("T", " "),
@@ -93,7 +93,7 @@ export function reviewCommands(cr: Command): void {
       const request = await ctx.client.request("POST", path(`/${id}/resolve`), CrComment);
       if (opts.json) return printJson(request);
       info(`✓ ${request.body}`);
-      info(`the agent of session ${request.session_id} is on it: its push updates CR ${ref} (svc cr show ${id})`);
+      info(`the agent of session ${request.session_id} is on it: its push updates CR ${crLabel(id)} (svc cr show ${id})`);
       printLine(request.session_id ?? "");
     });
 }
