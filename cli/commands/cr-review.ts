@@ -93,7 +93,9 @@ export function reviewCommands(cr: Command): void {
       const request = await ctx.client.request("POST", path(`/${id}/resolve`), CrComment);
       if (opts.json) return printJson(request);
       info(`✓ ${request.body}`);
-      info(`the agent of session ${request.session_id} is on it: its push updates CR ${crLabel(id)} (svc cr show ${id})`);
+      info(
+        `the agent of session ${request.session_id} is on it: its push updates CR ${crLabel(id)} (svc cr show ${id})`,
+      );
       printLine(request.session_id ?? "");
     });
 }
