@@ -91,8 +91,6 @@ async function daemon(): Promise<void> {
     return busy.sessions;
   }
 
-  /** A runtime on standby starts at its first use: a prompt, someone following its events, a request for it. */
-  const standingBy = () => runtime.status().state === "standby";
   const requireRuntime = () => {
     if (runtime.status().state !== "running")
       throw daemonError("AGENT_RUNTIME_UNAVAILABLE", "the agent runtime is not running");
@@ -297,9 +295,8 @@ async function daemon(): Promise<void> {
         } catch (err) {
           throw daemonError("CONFLICT", `could not fast-forward the workspace: ${(err as Error).message}`);
         }
-        if (standingBy()) return { commit: await headCommit(config.workspace), restarted: false };
-        await runtime.restart();
-        return { commit: await headCommit(config.workspace), restarted: true };
+        const restarted = await runtime.restart();
+        return { commit: await headCommit(config.workspace), restarted };
       },
       async prompt(body: PromptBody) {
         requireModel();
@@ -317,7 +314,8 @@ async function daemon(): Promise<void> {
         return { session };
       },
       async abort(body) {
-        if (standingBy()) return { aborted: [] };
+        // On standby nothing has run: nothing to abort, and no reason to boot it.
+        if (runtime.status().state === "standby") return { aborted: [] };
         requireRuntime();
         const sessions = body.session ? [body.session] : await busySessions();
         await Promise.all(sessions.map((s) => client.abort(s)));
@@ -332,7 +330,7 @@ async function daemon(): Promise<void> {
         writeSessionEnv(config.agentHome, { ...sessionEnv, ...extraEnv });
         // opencode's shells read that file before each command (session-env-plugin.ts), so its conversation goes
         // on; another runtime has only its process environment, which a restart replaces.
-        if (config.agentCommand && !standingBy()) await runtime.restart();
+        if (config.agentCommand) await runtime.restart();
         return {
           names: Object.keys(extraEnv)
             .filter((name) => extraEnv[name] !== null)

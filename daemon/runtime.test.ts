@@ -24,6 +24,13 @@ describe("the runtime supervisor's standby: an agent that starts at its first us
     expect(runtime.status().state).toBe("stopped");
   });
 
+  it("a restart (new environment, refreshed workspace) leaves a runtime on standby as it is", async () => {
+    const runtime = createRuntimeSupervisor(silent, () => {});
+    runtime.standBy();
+    expect(await runtime.restart()).toBe(false);
+    expect(runtime.status()).toMatchObject({ state: "standby", pid: null, restarts: 0 });
+  });
+
   it("a runtime already started never goes on standby", async () => {
     const runtime = createRuntimeSupervisor(silent, () => {});
     runtime.start();

@@ -117,11 +117,14 @@ export function createRuntimeSupervisor(getSpec: () => RuntimeSpec, log: (msg: s
     },
     wake,
     stop,
-    async restart(): Promise<void> {
+    /** Restarts a running runtime (new environment, refreshed workspace); one on standby stays so: false. */
+    async restart(): Promise<boolean> {
+      if (standby) return false;
       await stop();
       restarts += 1;
       start();
       await ready;
+      return true;
     },
     /** Resolves when the current launch serves (or gave up). */
     whenReady: () => ready,
