@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { ClaimBody, DaemonHealth, EnvBody, PromptBody, SeedRuntime } from "../protocol/daemon.ts";
+import type { TranscriptEntry } from "../protocol/transcript.ts";
 import { VERSION } from "../protocol/version.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
@@ -144,11 +145,11 @@ async function daemon(): Promise<void> {
    * seeding the runtime can fail on a loaded machine: it is tried again before the agent goes on without it, since
    * an agent that forgot its conversation silently answers the next prompt out of context.
    */
-  async function resumeOrBootstrap(): Promise<void> {
+  async function resumeOrBootstrap(readAtBoot: TranscriptEntry[] | undefined): Promise<void> {
     let answeredBefore = false;
     for (let attempt = 1; attempt <= RESTORE_ATTEMPTS && runtime.status().state === "running"; attempt++) {
       try {
-        const earlier = await storedTranscript(config);
+        const earlier = (attempt === 1 && readAtBoot) || (await storedTranscript(config));
         answeredBefore = earlier.some((e) => e.role !== "user");
         const resumed = await restoreConversation(client, earlier);
         if (!resumed) break;
@@ -162,14 +163,6 @@ async function daemon(): Promise<void> {
     }
     // The first prompt was answered in an earlier sandbox: running it again would redo that work.
     if (!answeredBefore) await sendBootstrapPrompt();
-  }
-
-  /** No conversation stored for this session; one that cannot be read counts as there, so it is restored. */
-  async function nothingToGoOn(): Promise<boolean> {
-    return storedTranscript(config).then(
-      (entries) => entries.length === 0,
-      () => false,
-    );
   }
 
   async function sendBootstrapPrompt(): Promise<void> {
@@ -378,14 +371,17 @@ async function daemon(): Promise<void> {
     }
   }
   if (config.pooled || !config.agentRuntime) return;
-  if (!config.bootstrapPrompt && (await nothingToGoOn())) {
+  // The session's stored conversation, read once here and handed to its restore; unread (undefined), it counts as
+  // there, so the runtime boots and its restore tries again.
+  const stored = config.bootstrapPrompt ? undefined : await storedTranscript(config).catch(() => undefined);
+  if (stored?.length === 0) {
     runtime.standBy();
     log("the agent runtime starts at its first use: this session has no prompt yet");
     return;
   }
   runtime.start();
   await runtime.whenReady();
-  restored = resumeOrBootstrap();
+  restored = resumeOrBootstrap(stored);
   await restored;
 }
 
