@@ -26,6 +26,8 @@ export async function timeRuns<T>(
   return samples;
 }
 
+export const median = (samples: number[]) => percentile(samples, 50);
+
 export const ms = (n: number) => (n < 1 ? n.toFixed(3) : n < 10 ? n.toFixed(2) : n.toFixed(0));
 
 /** Requests per second over all rounds of a load test, and the latencies of the median round. */
