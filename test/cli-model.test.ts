@@ -128,13 +128,15 @@ describe("svc sessions chat: the agent is ready when the session is, and the mod
     const bootId = created.stdout.trim();
     const booted = (await sandboxed.sessions(`/${bootId}`)).body;
     const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${bootId}`] } });
+    const aborted = "svc-agent: aborted 1 run(s) retrying a model gateway that failed (Cannot connect to API";
     let logs = "";
-    for (let i = 0; i < 60 && !logs.includes("retrying an unreachable model gateway"); i++) {
+    for (let i = 0; i < 60 && !logs.includes(aborted); i++) {
+      // The daemon looks for runs retrying a failed gateway when asked whether it is busy.
       await fetch(`${booted.sandbox_url}/svc/health`);
-      logs = (await sandboxed.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })).toString();
       await new Promise((r) => setTimeout(r, 500));
+      logs = (await sandboxed.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })).toString();
     }
-    expect(logs).toContain("svc-agent: aborted 1 run(s) retrying a model gateway that failed (Cannot connect to API");
+    expect(logs).toContain(aborted);
     expect((await (await fetch(`${booted.sandbox_url}/svc/health`)).json()).busy).toBe(false);
   }, 90_000);
 });
