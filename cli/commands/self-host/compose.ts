@@ -1,7 +1,8 @@
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { accessSync, constants } from "node:fs";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { delimiter, join, resolve } from "node:path";
 import { packageRoot } from "../../../protocol/package-root.ts";
 import { CliError } from "../../errors.ts";
 import { dockerGet } from "./docker-engine.ts";
@@ -12,12 +13,27 @@ import type { SelfHostPaths } from "./state.ts";
 export const COMPOSE_SERVICES = ["postgres", "api", "edge"] as const;
 export type ComposeService = (typeof COMPOSE_SERVICES)[number];
 
+/**
+ * Whether an executable of this name is on PATH. Debian's docker-compose is Python: running its `version` to find
+ * it cost every compose-mode command half a second; one that is there but broken fails its first real command.
+ */
+function onPath(name: string): boolean {
+  return (process.env.PATH ?? "").split(delimiter).some((dir) => {
+    try {
+      accessSync(join(dir || ".", name), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** How to run compose here: the v2 plugin when the engine's CLI has it, else Debian's docker-compose (v1.29). */
 let detected: string[] | undefined;
 export function composeCommand(): string[] {
   if (detected) return detected;
   if (spawnSync("docker", ["compose", "version"], { stdio: "ignore" }).status === 0) detected = ["docker", "compose"];
-  else if (spawnSync("docker-compose", ["version"], { stdio: "ignore" }).status === 0) detected = ["docker-compose"];
+  else if (onPath("docker-compose")) detected = ["docker-compose"];
   else {
     throw new CliError(
       "compose mode needs Docker Compose: neither 'docker compose' nor 'docker-compose' runs here " +
