@@ -132,8 +132,9 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
     expect(list.manifest_error).not.toBeNull();
     expect(list.triggers.map((t: { slug: string }) => t.slug)).toEqual(["tick"]);
     const before = (await firings()).length;
-    await sleep(4500);
-    expect((await firings()).length).toBeGreaterThan(before);
+    await waitFor("a firing on the last good schedule", async () => (await firings()).length > before, {
+      timeoutMs: 10_000,
+    });
     const ls = await cli(["triggers", "ls", "--json"]);
     expect(ls.code).toBe(0);
     expect(JSON.parse(ls.stdout)).toEqual([expect.objectContaining({ slug: "tick", enabled: true })]);
