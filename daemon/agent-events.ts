@@ -211,8 +211,33 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
 }
 
 /**
+ * Starts a client's event stream: `ready`, then the sandbox's notices as they come, and a comment line every 15 s
+ * that keeps idle proxies from closing it. Returns the writer for further events; both stop when the client goes.
+ */
+function openEventStream(res: ServerResponse, notices: NoticeSource | undefined) {
+  const write = (event: AgentEvent) => res.write(sseEvent(event));
+  res.writeHead(200, SSE_HEADERS);
+  write({ type: "ready" });
+  const unsubscribe = notices?.(write) ?? (() => {});
+  const ping = setInterval(() => res.write(SSE_PING), PING_MS);
+  res.on("close", () => {
+    clearInterval(ping);
+    unsubscribe();
+  });
+  return write;
+}
+
+/**
+ * GET /svc/events of a sandbox whose runtime could run nothing (no model): the stream of `openEventStream` alone,
+ * with no runtime booted for it. A message is refused with the reason (MODEL_NOT_CONFIGURED) as soon as it is sent.
+ */
+export function relayNoticesOnly(res: ServerResponse, notices: NoticeSource | undefined): void {
+  openEventStream(res, notices);
+}
+
+/**
  * GET /svc/events: subscribes to the runtime's event stream for this client and relays it translated, as
- * server-sent events, until either side goes. A comment line every 15 s keeps idle proxies from closing it.
+ * server-sent events (openEventStream), until either side goes.
  */
 export function relayAgentEvents(
   res: ServerResponse,
@@ -220,10 +245,8 @@ export function relayAgentEvents(
   directory: string,
   options: TranslatorOptions & { notices?: NoticeSource } = {},
 ) {
-  const write = (event: AgentEvent) => res.write(sseEvent(event));
-  const translate = createEventTranslator({ ...options, onQuiet: write });
-  let ping: NodeJS.Timeout | undefined;
-  let unsubscribe = () => {};
+  let write: (event: AgentEvent) => void = () => {};
+  const translate = createEventTranslator({ ...options, onQuiet: (event) => write(event) });
   const upstream = get(
     { host: "127.0.0.1", port: agentPort, path: `/event?directory=${encodeURIComponent(directory)}` },
     (runtime) => {
@@ -233,10 +256,7 @@ export function relayAgentEvents(
         sendError(res, daemonError("UPSTREAM_UNAVAILABLE", message));
         return;
       }
-      res.writeHead(200, SSE_HEADERS);
-      write({ type: "ready" });
-      unsubscribe = options.notices?.(write) ?? unsubscribe;
-      ping = setInterval(() => res.write(SSE_PING), PING_MS);
+      write = openEventStream(res, options.notices);
       const parser = createParser({
         onEvent: ({ data }) => {
           try {
@@ -257,9 +277,7 @@ export function relayAgentEvents(
     else res.end();
   });
   res.on("close", () => {
-    clearInterval(ping);
     translate.close();
-    unsubscribe();
     upstream.destroy();
   });
 }

@@ -246,6 +246,7 @@ async function daemon(): Promise<void> {
     agentPort: config.agentPort,
     gatewayUrl: config.llm.baseUrl,
     modelTimeoutS: config.llm.timeoutS,
+    modelMissing,
     activity,
     log,
     // The engine cannot exec into a Swarm task on another node: the API runs commands through this daemon instead.

@@ -11,7 +11,7 @@ import { createActivity } from "./activity.ts";
 import { daemonError } from "./errors.ts";
 import { createLogWriter } from "./log-writer.ts";
 import { createSandboxLogReader } from "./sandbox-log.ts";
-import { createDaemonServer } from "./server.ts";
+import { createDaemonServer, type ServerDeps } from "./server.ts";
 
 const KEY = "svc_sk_server-unit-test-key-0123456789";
 const SESSION = "ses-unit";
@@ -47,6 +47,7 @@ async function errorOf(res: Response): Promise<{ status: number; code: string; e
 
 describe("the daemon's HTTP surface answers every error as an ErrorBody (in process)", () => {
   let base: string;
+  let deps: ServerDeps;
   let daemon: Server;
   let runtime: Server;
   let ready = false;
@@ -61,7 +62,7 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
     // An agent runtime whose event stream is broken.
     runtime = createServer((_req, res) => res.writeHead(500).end());
     const agentPort = await listen(runtime);
-    daemon = createDaemonServer({
+    deps = {
       serviceKey: KEY,
       workspace: "/nonexistent",
       sessionId: SESSION,
@@ -93,7 +94,8 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
         env: async () => ({ names: [] }),
       },
       sandboxLog: createSandboxLogReader(logDir),
-    });
+    };
+    daemon = createDaemonServer(deps);
     base = `http://127.0.0.1:${await listen(daemon)}`;
   });
   afterAll(() => {
@@ -236,6 +238,30 @@ describe("the daemon's HTTP surface answers every error as an ErrorBody (in proc
       error: "the agent runtime answered 500 to its event stream",
     });
     expect(await errorOf(await fetch(`${base}/svc/events`))).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
+  });
+
+  it("without a model the event stream opens at once, boots no runtime, and carries the sandbox's notices", async () => {
+    ready = false;
+    woken = 0;
+    deps.modelMissing = true;
+    const stop = new AbortController();
+    try {
+      const res = await fetch(`${base}/svc/events`, { headers: auth, signal: stop.signal });
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toContain("text/event-stream");
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      while (!text.includes("\n\n")) text += (await reader.read()).value;
+      expect(text).toContain('"type":"ready"');
+      const refusal = { host: "refused.localhost", port: 8443, reason: "not in [sandbox] egress of svc.toml" };
+      await fetch(`${base}/svc/egress-refused`, { method: "POST", headers: auth, body: JSON.stringify(refusal) });
+      while (!text.includes("egress_refused")) text += (await reader.read()).value;
+      expect(text).toContain('"host":"refused.localhost"');
+      expect(woken).toBe(0);
+    } finally {
+      stop.abort();
+      deps.modelMissing = undefined;
+    }
   });
 
   it("proxied requests: no context, booting runtime, bad or own port, nothing listening", async () => {

@@ -25,7 +25,7 @@ import { DAEMON_LOGS_PATH } from "../protocol/sandbox-log.ts";
 import type { RuntimeTranscript } from "../protocol/transcript.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
-import { relayAgentEvents } from "./agent-events.ts";
+import { type NoticeSource, relayAgentEvents, relayNoticesOnly } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse, sendError, toDaemonError } from "./errors.ts";
 import { createExecUpgrade } from "./exec-socket.ts";
@@ -65,6 +65,8 @@ export type ServerDeps = {
   gatewayUrl?: string;
   /** Seconds the gateway may send nothing before a turn fails (SVC_MODEL_TIMEOUT_S). */
   modelTimeoutS?: number;
+  /** No model gateway or provider is configured: the runtime could run no prompt, and following it boots none. */
+  modelMissing?: boolean;
   activity: Activity;
   control: ControlHandlers;
   /** A line of the sandbox's log (the daemon's stderr, which PID 1 passes on). */
@@ -133,10 +135,14 @@ export function createDaemonServer(deps: ServerDeps) {
   const forward = createForwarder();
   const checkUserContext = createUserContextCheck(deps.serviceKey, deps.sessionId);
   // The events clients connected now: what the daemon itself has to tell them besides the runtime's events.
-  const notices = new Set<(event: AgentEvent) => void>();
+  const listeners = new Set<(event: AgentEvent) => void>();
+  const notices: NoticeSource = (notify) => {
+    listeners.add(notify);
+    return () => listeners.delete(notify);
+  };
   async function egressRefused(body: EgressRefusedBody): Promise<{ reported: true }> {
     deps.log(`egress refused: ${body.host}:${body.port} (${body.reason})`);
-    for (const notify of notices) notify({ type: "egress_refused", ...body });
+    for (const notify of listeners) notify({ type: "egress_refused", ...body });
     return { reported: true };
   }
   const controls: Record<string, (body: unknown) => Promise<unknown>> = {
@@ -189,8 +195,10 @@ export function createDaemonServer(deps: ServerDeps) {
         // The API's transcript recorder follows every running session: its stream is no sign of use.
         const entries = new URL(req.url ?? "/", "http://daemon").searchParams.get("entries") === "1";
         // Someone following the agent waits for its boot rather than retrying: a session's first use starts it.
+        // Without a model it could run nothing: the stream opens at once, and no runtime boots for it.
         if (!entries) {
           deps.activity.touch();
+          if (deps.modelMissing && !deps.control.runtimeReady()) return relayNoticesOnly(res, notices);
           await deps.control.wake(EVENTS_BOOT_WAIT_MS);
         }
         if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
@@ -200,10 +208,7 @@ export function createDaemonServer(deps: ServerDeps) {
           modelTimeoutS: deps.modelTimeoutS,
           log: deps.log,
           abort: (session) => void deps.control.abort({ session }).catch(() => {}),
-          notices: (notify) => {
-            notices.add(notify);
-            return () => notices.delete(notify);
-          },
+          notices,
         });
       }
       if (path.startsWith("/svc/")) {

@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signUserContext, USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
+import { call } from "./support/api-server.ts";
 import { type CliEnv, svc } from "./support/cli.ts";
 import { execIn } from "./support/docker.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
+import { waitFor } from "./support/wait.ts";
 
 const SETUP = "svc self-host env set SVC_LLM_BASE_URL=… SVC_LLM_API_KEY=… SVC_AGENT_MODEL=…";
 const PER_PROJECT =
@@ -20,7 +23,7 @@ describe("svc sessions with no model configured", () => {
     await sandboxed?.close();
   });
 
-  it("sessions new warns; chat --prompt fails within seconds with the env-set line; opencode has no provider", async () => {
+  it("sessions new warns; chat --prompt fails at once with the env-set line, booting no agent; opencode has no provider", async () => {
     const created = await svc(["sessions", "new"], { env });
     expect(created.code, created.stderr).toBe(0);
     expect(created.stderr).toContain(
@@ -36,16 +39,32 @@ describe("svc sessions with no model configured", () => {
         `('svc self-host restart'), then 'svc sessions restart ${id}'; or give this project ` +
         `its own: '${PER_PROJECT}', then restart the session (MODEL_NOT_CONFIGURED, HTTP 503)`,
     );
-    // The agent's boot is all it waits for (seconds, more on a loaded CI machine), never opencode's minute of retries.
-    expect(Date.now() - started).toBeLessThan(15_000);
-
-    // The agent runtime runs, idle, with only the svc provider enabled and none defined: it can never fall back to
-    // its built-in providers (which retry the internet for a minute before failing).
+    // It waits for nothing: no agent is booted for a chat it could not answer.
+    expect(Date.now() - started).toBeLessThan(5_000);
     const session = (await sandboxed.sessions(`/${id}`)).body;
-    const health = await (await fetch(`${session.sandbox_url}/svc/health`)).json();
-    expect(health).toMatchObject({ agent: { state: "running" }, busy: false });
+    const health = async () => await (await fetch(`${session.sandbox_url}/svc/health`)).json();
+    expect(await health()).toMatchObject({ agent: { state: "standby", pid: null }, busy: false });
+
+    // Booted all the same (a request for the runtime itself), it runs with only the svc provider enabled and none
+    // defined: it can never fall back to its built-in providers (which retry the internet for a minute first).
+    const project = (
+      await call(sandboxed.api.url, "GET", `/v1/projects/${sandboxed.project.id}`, { token: sandboxed.user.token })
+    ).body;
+    const target = await sandboxed.api.services.sessions!.sandboxTarget(project, id);
+    const context = signUserContext(target.serviceKey, {
+      user_id: sandboxed.user.userId,
+      project_id: sandboxed.project.id,
+      session_id: id,
+      exp: Math.floor(Date.now() / 1000) + 300,
+    });
+    expect((await fetch(`${target.url}/session`, { headers: { [USER_CONTEXT_HEADER]: context } })).status).toBe(503);
+    const running = await waitFor("the runtime booted", async () => {
+      const now = await health();
+      return now.agent.state === "running" && now;
+    });
+    expect(running).toMatchObject({ busy: false });
     const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${id}`] } });
-    const environ = await execIn(sandboxed.docker, container!.Id, ["cat", `/proc/${health.agent.pid}/environ`]);
+    const environ = await execIn(sandboxed.docker, container!.Id, ["cat", `/proc/${running.agent.pid}/environ`]);
     const config = environ.out
       .split("\0")
       .find((line) => line.startsWith("OPENCODE_CONFIG_CONTENT="))!
