@@ -213,8 +213,9 @@ export function createEventTranslator(options: TranslatorOptions = {}) {
 /**
  * Starts a client's event stream: `ready`, then the sandbox's notices as they come, and a comment line every 15 s
  * that keeps idle proxies from closing it. Returns the writer for further events; both stop when the client goes.
+ * Alone, it is the stream of a sandbox whose runtime could run nothing (no model): no runtime boots for it.
  */
-function openEventStream(res: ServerResponse, notices: NoticeSource | undefined) {
+export function openEventStream(res: ServerResponse, notices: NoticeSource | undefined) {
   const write = (event: AgentEvent) => res.write(sseEvent(event));
   res.writeHead(200, SSE_HEADERS);
   write({ type: "ready" });
@@ -225,14 +226,6 @@ function openEventStream(res: ServerResponse, notices: NoticeSource | undefined)
     unsubscribe();
   });
   return write;
-}
-
-/**
- * GET /svc/events of a sandbox whose runtime could run nothing (no model): the stream of `openEventStream` alone,
- * with no runtime booted for it. A message is refused with the reason (MODEL_NOT_CONFIGURED) as soon as it is sent.
- */
-export function relayNoticesOnly(res: ServerResponse, notices: NoticeSource | undefined): void {
-  openEventStream(res, notices);
 }
 
 /**

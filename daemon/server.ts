@@ -25,7 +25,7 @@ import { DAEMON_LOGS_PATH } from "../protocol/sandbox-log.ts";
 import type { RuntimeTranscript } from "../protocol/transcript.ts";
 import { USER_CONTEXT_HEADER } from "../protocol/user-context.ts";
 import type { Activity } from "./activity.ts";
-import { type NoticeSource, relayAgentEvents, relayNoticesOnly } from "./agent-events.ts";
+import { type NoticeSource, openEventStream, relayAgentEvents } from "./agent-events.ts";
 import { createUserContextCheck, hasServiceKey } from "./auth.ts";
 import { type DaemonError, daemonError, rawErrorResponse, sendError, toDaemonError } from "./errors.ts";
 import { createExecUpgrade } from "./exec-socket.ts";
@@ -198,7 +198,7 @@ export function createDaemonServer(deps: ServerDeps) {
         // Without a model it could run nothing: the stream opens at once, and no runtime boots for it.
         if (!entries) {
           deps.activity.touch();
-          if (deps.modelMissing && !deps.control.runtimeReady()) return relayNoticesOnly(res, notices);
+          if (deps.modelMissing && !deps.control.runtimeReady()) return void openEventStream(res, notices);
           await deps.control.wake(EVENTS_BOOT_WAIT_MS);
         }
         if (!deps.control.runtimeReady()) throw daemonError("AGENT_RUNTIME_UNAVAILABLE", RUNTIME_STARTING);
