@@ -1,7 +1,7 @@
 import { type Duplex, PassThrough } from "node:stream";
 import Docker from "dockerode";
+import { demux, linesOf } from "../../protocol/docker-streams.ts";
 import { buildFences, runBuild } from "./docker-build.ts";
-import { demux, linesOf } from "./docker-streams.ts";
 import type {
   AppContainerSpec,
   ContainerInfo,

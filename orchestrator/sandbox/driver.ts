@@ -1,3 +1,5 @@
+import type { SandboxLogLine } from "../../protocol/sandbox-access.ts";
+
 /**
  * What the orchestrator needs from a sandbox backend: the few verbs every engine can provide, so that another
  * (Docker Swarm, Kubernetes) implements the same ones. Docker implements them now (docker-driver.ts). Failures reject
@@ -123,7 +125,7 @@ export type ImageBuild = {
 export type SandboxNetwork = { hostAddress: string; subnet: string };
 
 /** One line of a sandbox's output (its PID 1's: entrypoint, daemon, agent), without its newline. */
-export type SandboxLogLine = { stream: "stdout" | "stderr"; line: string };
+export type { SandboxLogLine };
 
 export type ExecSpec = {
   cmd: string[];

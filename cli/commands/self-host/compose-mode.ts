@@ -6,6 +6,7 @@ import { stackSetting } from "../../../protocol/stack-settings.ts";
 import { CliError } from "../../errors.ts";
 import { type ComposeRun, compose, composeFiles, composeProject, serviceContainers } from "./compose.ts";
 import { ensureComposeImages, IMAGE_VARIABLES, type Progress } from "./compose-images.ts";
+import { containerLogLines } from "./container-logs.ts";
 import { sleep } from "./health.ts";
 import { installHostFirewall, removeHostFirewall } from "./host-firewall.ts";
 import { callerEnv } from "./process.ts";
@@ -63,9 +64,10 @@ async function waitHealthy(run: ComposeRun, expected: number, progress: Progress
     const containers = await serviceContainers(run.project);
     const dead = containers.find((c) => c.state === "exited" || c.state === "dead" || c.health === "unhealthy");
     if (dead) {
-      const logs = await compose(run, ["logs", "--no-color", "--tail=20", dead.service]);
+      const lines: string[] = [];
+      for await (const { line } of containerLogLines(dead.name, { tail: 20 })) lines.push(line);
       throw new CliError(
-        `the ${dead.service} service failed to start (${dead.status}); its last lines:\n${logs.output.trim()}`,
+        `the ${dead.service} service failed to start (${dead.status}); its last lines:\n${lines.join("\n")}`,
       );
     }
     const waiting = containers.filter((c) => c.state !== "running" || c.health === "starting");

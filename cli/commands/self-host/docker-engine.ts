@@ -1,4 +1,4 @@
-import { request } from "node:http";
+import { type IncomingMessage, request } from "node:http";
 
 /** Where the Docker engine answers: DOCKER_HOST (unix:// or tcp://) or the usual socket. */
 function endpoint(): { socketPath: string } | { host: string; port: number } {
@@ -35,3 +35,12 @@ export function dockerCall(method: string, path: string, body?: unknown, timeout
 
 /** One GET to the engine's API: its status and body, or the reason it did not answer. */
 export const dockerGet = (path: string, timeoutMs = 3000) => dockerCall("GET", path, undefined, timeoutMs);
+
+/** A GET whose answer is read as it comes (a log followed): the response, or the reason the engine did not answer. */
+export function dockerStream(path: string): Promise<IncomingMessage | { error: string }> {
+  return new Promise((resolve) => {
+    const req = request({ ...endpoint(), path, method: "GET" }, resolve);
+    req.on("error", (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message }));
+    req.end();
+  });
+}

@@ -2,8 +2,8 @@ import { watch } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { CliError } from "../../errors.ts";
 import { useColor } from "../../table.ts";
-import { COMPOSE_SERVICES, compose, serviceContainers } from "./compose.ts";
-import { composeRun } from "./compose-mode.ts";
+import { COMPOSE_SERVICES, composeProject, serviceContainers } from "./compose.ts";
+import { containerLogLines } from "./container-logs.ts";
 import { jsonLogLine, readableLogLine } from "./log-format.ts";
 import { tailFile } from "./process.ts";
 import { ensureState, selfHostPaths } from "./state.ts";
@@ -34,24 +34,27 @@ async function follow(path: string, from: number, print: (line: string) => void)
   return new Promise<never>(() => {});
 }
 
-/** compose logs, each line without compose's `name  | ` prefix; with several replicas, the replica's name leads. */
+/**
+ * The compose stack's service's log, from the engine: each replica's in turn, or all of them as they write with
+ * `follow`; with several replicas, the replica's container name leads.
+ */
 async function composeLogs(
   service: string,
   options: LogsOptions,
   print: (line: string, replica?: string) => void,
 ): Promise<void> {
   const paths = selfHostPaths();
-  const run = composeRun(paths, ensureState(paths));
-  const containers = (await serviceContainers(run.project)).filter((c) => c.service === service);
+  const containers = (await serviceContainers(composeProject(paths))).filter((c) => c.service === service);
   if (containers.length === 0) {
     throw new CliError(`the compose stack has no ${service} container yet; run 'svc self-host start'`);
   }
-  const args = ["logs", "--no-color", `--tail=${options.lines}`, ...(options.follow ? ["-f"] : []), service];
-  const result = await compose(run, args, (line) => {
-    const prefix = /^(\S+)\s*\| ?/.exec(line);
-    if (prefix) print(line.slice(prefix[0].length), containers.length > 1 ? prefix[1] : undefined);
-  });
-  if (result.code !== 0) throw new CliError(`compose logs failed (exit ${result.code})`);
+  const replica = (name: string) => (containers.length > 1 ? name : undefined);
+  const printAll = async (name: string) => {
+    for await (const { line } of containerLogLines(name, { tail: options.lines, follow: options.follow }))
+      print(line, replica(name));
+  };
+  if (options.follow) await Promise.all(containers.map((c) => printAll(c.name)));
+  else for (const c of containers) await printAll(c.name);
 }
 
 /**

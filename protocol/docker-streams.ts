@@ -1,5 +1,8 @@
 import { StringDecoder } from "node:string_decoder";
-import type { SandboxLogLine } from "./driver.ts";
+import type { SandboxLogLine } from "./sandbox-access.ts";
+
+// The Docker engine's framing of a container's output (logs, exec without a tty), read by the sandbox drivers and by
+// the CLI's compose mode, which reads its stack's logs from the engine.
 
 /** A piece of one stream of a container's output. */
 export type Chunk = { stream: "stdout" | "stderr"; data: Buffer };
