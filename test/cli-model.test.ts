@@ -4,6 +4,7 @@ import { call } from "./support/api-server.ts";
 import { BIN, type CliEnv, cliHome, svc } from "./support/cli.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
+import { waitFor } from "./support/wait.ts";
 
 /**
  * `svc sessions chat` against the real stack: a real sandbox and the real opencode, driven by a scripted model
@@ -129,13 +130,18 @@ describe("svc sessions chat: the agent is ready when the session is, and the mod
     const booted = (await sandboxed.sessions(`/${bootId}`)).body;
     const [container] = await sandboxed.docker.listContainers({ filters: { label: [`dev.svc.session=${bootId}`] } });
     const aborted = "svc-agent: aborted 1 run(s) retrying a model gateway that failed (Cannot connect to API";
-    let logs = "";
-    for (let i = 0; i < 60 && !logs.includes(aborted); i++) {
-      // The daemon looks for runs retrying a failed gateway when asked whether it is busy.
-      await fetch(`${booted.sandbox_url}/svc/health`);
-      await new Promise((r) => setTimeout(r, 500));
-      logs = (await sandboxed.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })).toString();
-    }
+    const logs = await waitFor(
+      "the daemon's abort of the retrying run",
+      async () => {
+        // The daemon looks for runs retrying a failed gateway when asked whether it is busy.
+        await fetch(`${booted.sandbox_url}/svc/health`);
+        const text = (
+          await sandboxed.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })
+        ).toString();
+        return text.includes(aborted) && text;
+      },
+      { timeoutMs: 30_000, everyMs: 500 },
+    );
     expect(logs).toContain(aborted);
     expect((await (await fetch(`${booted.sandbox_url}/svc/health`)).json()).busy).toBe(false);
   }, 90_000);
