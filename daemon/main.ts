@@ -26,6 +26,7 @@ import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./work
 
 const CLONE_ATTEMPTS = 5;
 const RESTORE_ATTEMPTS = 3;
+const STANDBY_NO_MODEL = "the agent runtime starts at its first use: no model is configured";
 /** A prompt waits this long for its runtime's boot: under the API's 15 s for a control call, past it 503 (starting). */
 const PROMPT_BOOT_WAIT_MS = 10_000;
 
@@ -207,9 +208,18 @@ async function daemon(): Promise<void> {
     return { commit: await headCommit(config.workspace) };
   }
 
-  /** A seeded pooled sandbox's runtime boots and runs one agent loop against the loopback warm-up model. */
+  /**
+   * A seeded pooled sandbox's runtime boots and runs one agent loop against the loopback warm-up model. Without a
+   * model no prompt could use that boot: the runtime stands by (it starts at its first use) and the member is ready.
+   */
   async function warmUp(): Promise<void> {
-    if (!modelMissing && !config.agentCommand) warmUpModel = await startWarmUpModel();
+    if (modelMissing) {
+      runtime.standBy();
+      log(STANDBY_NO_MODEL);
+      if (pool === "warming") pool = "ready";
+      return;
+    }
+    if (!config.agentCommand) warmUpModel = await startWarmUpModel();
     runtime.start();
     await runtime.whenReady();
     if (warmUpModel) {
@@ -229,8 +239,10 @@ async function daemon(): Promise<void> {
     writeSessionEnv(config.agentHome, sessionEnv);
     config = loadDaemonConfig({ ...process.env, ...sessionEnv });
     if (!runtimeOnClaim) void sendBootstrapPrompt();
-    else if (config.agentRuntime && !config.bootstrapPrompt) runtime.standBy();
-    else if (config.agentRuntime) {
+    else if (config.agentRuntime && (!config.bootstrapPrompt || modelMissing)) {
+      runtime.standBy();
+      void sendBootstrapPrompt();
+    } else if (config.agentRuntime) {
       // Booted now, with the session's environment, as a cold sandbox's runtime is; prompts wait for its first.
       runtime.start();
       restored = runtime.whenReady().then(sendBootstrapPrompt);
@@ -375,9 +387,11 @@ async function daemon(): Promise<void> {
   // The session's stored conversation, read once here and handed to its restore; unread (undefined), it counts as
   // there, so the runtime boots and its restore tries again.
   const stored = config.bootstrapPrompt ? undefined : await storedTranscript(config).catch(() => undefined);
-  if (stored?.length === 0) {
+  if (stored?.length === 0 || (modelMissing && !stored)) {
+    // Without a model a first prompt could not be answered: booting for it would spend seconds of a core for nothing.
+    if (config.bootstrapPrompt) void sendBootstrapPrompt();
     runtime.standBy();
-    log("the agent runtime starts at its first use: this session has no prompt yet");
+    log(modelMissing ? STANDBY_NO_MODEL : "the agent runtime starts at its first use: this session has no prompt yet");
     return;
   }
   runtime.start();

@@ -16,7 +16,7 @@ describe("svc sessions with no model configured", () => {
   let env: CliEnv;
 
   beforeAll(async () => {
-    sandboxed = await startSandboxedProject("Modelless");
+    sandboxed = await startSandboxedProject("Modelless", { poolSize: 1 });
     env = sandboxed.cliEnv;
   }, 300_000);
   afterAll(async () => {
@@ -72,6 +72,38 @@ describe("svc sessions with no model configured", () => {
     expect(JSON.parse(config)).toMatchObject({ enabled_providers: ["svc"] });
     expect(JSON.parse(config)).not.toHaveProperty("provider");
   }, 180_000);
+
+  it("the warm pool's sandbox is ready without booting an agent that no prompt could use", async () => {
+    const health = await waitFor("a ready pooled sandbox", async () => {
+      const [pooled] = await sandboxed.docker.listContainers({
+        filters: { label: [`dev.svc.project=${sandboxed.project.id}`, "dev.svc.pool"] },
+      });
+      if (!pooled) return undefined;
+      const read = await execIn(sandboxed.docker, pooled.Id, [
+        "/opt/svc/bin/node",
+        "-e",
+        "fetch('http://127.0.0.1:8000/svc/health').then((r) => r.text()).then(console.log)",
+      ]);
+      const now = read.code === 0 ? JSON.parse(read.out) : undefined;
+      return now?.pool === "ready" && now;
+    });
+    expect(health.agent).toMatchObject({ state: "standby", pid: null });
+  }, 120_000);
+
+  it("a session started with a prompt boots no agent for it: the sandbox says the prompt was not sent", async () => {
+    const created = await svc(["sessions", "new", "--prompt", "add a README"], { env });
+    expect(created.code, created.stderr).toBe(0);
+    const id = created.stdout.trim();
+    const session = (await sandboxed.sessions(`/${id}`)).body;
+    const lines = await waitFor("the daemon's word on the prompt", async () => {
+      const logs = await svc(["sessions", "logs", id], { env });
+      return logs.stdout.includes("initial prompt not sent") && logs.stdout;
+    });
+    expect(lines).toContain("the agent runtime starts at its first use: no model is configured");
+    expect(await (await fetch(`${session.sandbox_url}/svc/health`)).json()).toMatchObject({
+      agent: { state: "standby", pid: null },
+    });
+  }, 120_000);
 
   it("a project's own gateway, set as its secrets, is its sessions' model: no warning, and a failure names it", async () => {
     // The sandbox's own loopback: nothing listens there, so the gateway is refused at once, named in the error.

@@ -8,7 +8,9 @@ import { createWarmPool, type WarmPool } from "./warm-pool.ts";
 
 const IDLE_MS = 30 * 60_000;
 const FITS: { baseRef: string; agent: string; model: string | null } = { baseRef: "main", agent: "build", model: null };
-const until = (what: string, fn: () => boolean) => waitFor(what, async () => fn(), { timeoutMs: 5000, everyMs: 5 });
+// Generous deadlines: a member's boot spawns git (its seed bundle), which a whole run's load can hold up for
+// seconds; a deadline is where a broken pool fails, not what a passing test takes.
+const until = (what: string, fn: () => boolean) => waitFor(what, async () => fn(), { timeoutMs: 20_000, everyMs: 5 });
 
 let pools: WarmPool[] = [];
 afterEach(async () => {
@@ -46,7 +48,7 @@ function setup(size = 1, freeMemory = () => 64 * 2 ** 30) {
       size,
       idleMs: IDLE_MS,
       tickMs: 60_000,
-      readyTimeoutMs: 5000,
+      readyTimeoutMs: 30_000,
       defaultAgent: "build",
       limits: { memoryBytes: 1 << 30, nanoCpus: 1e9, pids: 512 },
     },
