@@ -13,19 +13,21 @@ const tiers = tierFiles(fileURLToPath(new URL(".", import.meta.url)));
 // The CLI bundle the api and docker tiers' tests spawn, built once per run; unit tests need none.
 const BUILD = "test/support/build-once.ts";
 
-/** Files run at once, in every tier: SVC_TEST_WORKERS, else 2. */
-function workers(): number {
+/** Files run at once in a group: SVC_TEST_WORKERS for both groups, else the group's own count. */
+function workers(fallback: number): number {
   const value = process.env.SVC_TEST_WORKERS;
-  if (value === undefined || value === "") return 2;
+  if (value === undefined || value === "") return fallback;
   if (!/^[1-9][0-9]*$/.test(value))
     throw new Error(`SVC_TEST_WORKERS must be a whole number of workers, not '${value}'`);
   return Number(value);
 }
 
-// Two files at a time, the three tiers in one queue (README, "Test and measure", has the measurements). The machine
-// has two cores and the suite is CPU-bound (sandboxes, PGlite, the CLI's processes): three workers took 719 s where
-// two took 642 s. Vitest runs a group's projects on one pool of workers, so the tiers share one count; a tier on
-// its own (npm run test:unit) starts at once anyway.
+// Two files at a time in the first group, three in the second (README, "Test and measure", has the measurements). The
+// machine has two cores and the suite is CPU-bound (sandboxes, PGlite, the CLI's processes): a third worker beside
+// the Docker tier's sandboxes and image builds made it slower (719 s against 642 s), while the api tier and the Swarm
+// files leave a fifth of the cores idle on two (their waits: Swarm tasks converging, retries, timers) and a third
+// fills part of it (274 s against 261, the same CPU). Vitest runs a group's projects on one pool of workers, so a
+// group's tiers share one count; a tier on its own (npm run test:unit) starts at once anyway.
 // The unit, api and Docker tiers' files share their workers' module graphs (isolate: false): they hold no
 // process-wide state (each file closes the servers, stacks and containers it starts and sets no environment), and a
 // process per file cost the unit tier 24 CPU-s where sharing costs 9.5, the api tier 727 CPU-s where sharing costs
@@ -38,7 +40,7 @@ const tier = (name: string, include: string[], globalSetup: string[] = [], group
     name,
     include,
     globalSetup,
-    maxWorkers: workers(),
+    maxWorkers: workers(groupOrder === 0 ? 2 : 3),
     sequence: { groupOrder },
     isolate: !SHARED_PROCESS.has(name),
   },
