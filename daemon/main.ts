@@ -8,7 +8,7 @@ import type { TranscriptEntry } from "../protocol/transcript.ts";
 import { VERSION } from "../protocol/version.ts";
 import { createActivity } from "./activity.ts";
 import { createAgentClient } from "./agent-client.ts";
-import { restoreCheckpoint, saveCheckpoint } from "./checkpoint.ts";
+import { saveCheckpoint } from "./checkpoint.ts";
 import { loadDaemonConfig } from "./config.ts";
 import { restoreConversation, storedTranscript } from "./conversation-restore.ts";
 import { daemonError } from "./errors.ts";
@@ -22,9 +22,9 @@ import { createDaemonServer } from "./server.ts";
 import { type SessionEnv, withSessionEnv, writeSessionEnv } from "./session-env-plugin.ts";
 import { readTranscript } from "./transcript.ts";
 import { startWarmUpModel, WARM_UP_MODEL, WARM_UP_PROVIDER } from "./warm-up-model.ts";
-import { cloneWorkspace, headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
+import { headCommit, pullWorkspace, seedWorkspace } from "./workspace.ts";
+import { cloneSessionWorkspace, type RepoState } from "./workspace-arrival.ts";
 
-const CLONE_ATTEMPTS = 5;
 const RESTORE_ATTEMPTS = 3;
 const STANDBY_NO_MODEL = "the agent runtime starts at its first use: no model is configured";
 /** A prompt waits this long for its runtime's boot: under the API's 15 s for a control call, past it 503 (starting). */
@@ -46,10 +46,7 @@ async function daemon(): Promise<void> {
   // A pooled sandbox's session environment, from its claim: every later runtime start gets it as process env.
   let sessionEnv: Record<string, string> = {};
   let pool: DaemonHealth["pool"] = config.pooled ? "seeding" : undefined;
-  const repo = {
-    state: (config.autoClone || config.pooled ? "cloning" : "disabled") as DaemonHealth["repo"]["state"],
-    error: null as string | null,
-  };
+  const repo: RepoState = { state: config.autoClone || config.pooled ? "cloning" : "disabled", error: null };
   const startedAt = Date.now();
   const client = createAgentClient(config.agentPort, config.workspace);
   let currentSession: string | undefined;
@@ -128,17 +125,6 @@ async function daemon(): Promise<void> {
         "AGENT_NOT_FOUND",
         `agent '${agent}' is not defined in this session; its agents: ${names.join(", ")}`,
       );
-  }
-
-  /** The session's checkpoint into the fresh clone; one that cannot be put back is left at its ref, and said. */
-  async function putCheckpointBack(): Promise<void> {
-    const restore = await restoreCheckpoint(config).catch((err: Error) => ({
-      state: "left" as const,
-      sha: "(unread)",
-      reason: err.message,
-    }));
-    if (restore.state === "restored") log(`restored checkpoint ${restore.sha} into the workspace`);
-    if (restore.state === "left") log(`checkpoint ${restore.sha} not restored, left at its ref: ${restore.reason}`);
   }
 
   /**
@@ -367,22 +353,7 @@ async function daemon(): Promise<void> {
   process.on("SIGTERM", () => void shutdown());
   process.on("SIGINT", () => void shutdown());
 
-  if (config.autoClone && !config.pooled) {
-    for (let attempt = 1; attempt <= CLONE_ATTEMPTS && repo.state === "cloning"; attempt++) {
-      try {
-        await cloneWorkspace(config, selfCommand());
-        // The session's unsaved work from its last sandbox is back before the session counts as running.
-        await putCheckpointBack();
-        repo.state = "cloned";
-        repo.error = null;
-      } catch (err) {
-        repo.error = (err as Error).message.split("\n").slice(-2).join(" ");
-        log(`clone attempt ${attempt} failed: ${repo.error}`);
-        if (attempt === CLONE_ATTEMPTS) repo.state = "failed";
-        else await new Promise((r) => setTimeout(r, 500 * attempt));
-      }
-    }
-  }
+  if (config.autoClone && !config.pooled) await cloneSessionWorkspace(config, repo, selfCommand(), log);
   if (config.pooled || !config.agentRuntime) return;
   // The session's stored conversation, read once here and handed to its restore; unread (undefined), it counts as
   // there, so the runtime boots and its restore tries again.
