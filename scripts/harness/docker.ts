@@ -4,6 +4,7 @@ import Docker from "dockerode";
 import type { SandboxSettings } from "../../api/app-options.ts";
 import { createDockerDriver } from "../../orchestrator/sandbox/docker-driver.ts";
 import { ipv4Gateway } from "../../orchestrator/sandbox/networking.ts";
+import { demux } from "../../protocol/docker-streams.ts";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const BASE_IMAGE = process.env.SVC_SANDBOX_BASE_IMAGE ?? "svc-debian:bookworm";
@@ -109,19 +110,9 @@ export async function execIn(
   });
   const stream = await execution.start({});
   const chunks: Buffer[] = [];
-  await new Promise<void>((resolve) => {
-    stream.on("data", (c: Buffer) => chunks.push(c));
-    stream.on("end", () => resolve());
-  });
+  for await (const chunk of demux(stream)) chunks.push(chunk.data);
   const { ExitCode } = await execution.inspect();
-  // Multiplexed stream: drop the 8-byte frame headers.
-  let out = "";
-  const buf = Buffer.concat(chunks);
-  for (let i = 0; i + 8 <= buf.length; ) {
-    const size = buf.readUInt32BE(i + 4);
-    out += buf.subarray(i + 8, i + 8 + size).toString();
-    i += 8 + size;
-  }
+  const out = Buffer.concat(chunks).toString();
   return { code: ExitCode ?? -1, out };
 }
 
