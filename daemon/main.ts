@@ -360,7 +360,7 @@ async function daemon(): Promise<void> {
   const stored = config.bootstrapPrompt ? undefined : await storedTranscript(config).catch(() => undefined);
   if (stored?.length === 0 || (modelMissing && !stored)) {
     // Without a model a first prompt could not be answered: booting for it would spend seconds of a core for nothing.
-    if (config.bootstrapPrompt) void sendBootstrapPrompt();
+    void sendBootstrapPrompt();
     runtime.standBy();
     log(modelMissing ? STANDBY_NO_MODEL : "the agent runtime starts at its first use: this session has no prompt yet");
     return;
