@@ -1,5 +1,5 @@
-import { execa } from "execa";
 import { redact as redactSecrets } from "../../protocol/redact.ts";
+import { spawnBuffered } from "../process-spawner.ts";
 
 export type GitResult = { stdout: string; stderr: string; exitCode: number };
 
@@ -76,19 +76,18 @@ export const BASE_ENV = {
 
 /** The git binary, always: never a JS reimplementation. */
 export async function git(args: string[], options: GitOptions = {}): Promise<GitResult> {
-  const fullArgs = options.dir ? ["-C", options.dir, ...args] : args;
-  const result = await execa("git", fullArgs, {
+  const result = await spawnBuffered({
+    file: "git",
+    args: options.dir ? ["-C", options.dir, ...args] : args,
     input: options.input,
     env: { ...BASE_ENV, ...options.env },
-    reject: false,
-    stripFinalNewline: false,
-    timeout: options.timeoutMs ?? 120_000,
+    timeoutMs: options.timeoutMs ?? 120_000,
     maxBuffer: 256 * 1024 * 1024,
   });
   const exitCode = result.exitCode ?? -1;
   if (exitCode !== 0 && !(options.okCodes ?? []).includes(exitCode)) {
     const secrets = [...(options.secrets ?? []), ...credentialsIn(options.env)];
-    throw new GitError(args, exitCode, String(result.stderr ?? result.message), secrets);
+    throw new GitError(args, exitCode, result.stderr || (result.failure ?? ""), secrets);
   }
-  return { stdout: String(result.stdout), stderr: String(result.stderr), exitCode };
+  return { stdout: result.stdout, stderr: result.stderr, exitCode };
 }

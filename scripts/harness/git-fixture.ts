@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { execa } from "execa";
+import { spawnBuffered } from "../../api/process-spawner.ts";
 
 /** A fixed identity and no user or system config: every test's git behaves the same. */
 export const GIT_ENV = {
@@ -22,14 +22,29 @@ export function authedUrl(cloneUrl: string, secret: string, username = "x"): str
   return url.toString();
 }
 
+/**
+ * A command run to its end from the process spawner (api/process-spawner.ts: a test process holds hundreds of MB,
+ * and each fork of it costs tens of ms of a core), its output without the final newline, as execa gives it.
+ */
+export async function runBuffered(
+  file: string,
+  args: string[],
+  options: { cwd?: string; env?: Record<string, string | undefined>; input?: string; timeoutMs?: number } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const r = await spawnBuffered({ file, args, ...options });
+  const strip = (text: string) => text.replace(/\r?\n$/, "");
+  return { code: r.exitCode ?? -1, stdout: strip(r.stdout), stderr: strip(r.stderr || (r.failure ?? "")) };
+}
+
 export type WorkRepo = Awaited<ReturnType<typeof workRepo>>;
 
 /** A developer's working copy: write files, commit on branches, push to the project's remote. */
 export async function workRepo(remote: string, options: { defaultBranch?: string } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "svc-work-"));
   const run = async (args: string[], opts: { reject?: boolean } = {}) => {
-    const r = await execa("git", args, { cwd: dir, env: GIT_ENV, reject: opts.reject ?? true });
-    return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+    const r = await runBuffered("git", args, { cwd: dir, env: GIT_ENV });
+    if (r.code !== 0 && (opts.reject ?? true)) throw new Error(`git ${args.join(" ")} failed (${r.code}): ${r.stderr}`);
+    return r;
   };
   await run(["init", "-q", "-b", options.defaultBranch ?? "main"]);
   await run(["remote", "add", "origin", remote]);

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
-import { GIT_ENV } from "./git-fixture.ts";
+import { GIT_ENV, runBuffered } from "./git-fixture.ts";
 
 export { freePort } from "../../scripts/harness/ports.ts";
 
@@ -36,15 +36,7 @@ export function cliHome(): { dir: string; env: CliEnv } {
 
 /** Runs the real `svc` binary as a user would; never throws on a non-zero exit. */
 export async function svc(args: string[], options: { env?: CliEnv; cwd?: string; input?: string } = {}) {
-  const result = await execa(process.execPath, [BIN, ...args], {
-    env: options.env,
-    extendEnv: true,
-    cwd: options.cwd,
-    input: options.input,
-    reject: false,
-    timeout: 120_000,
-  });
-  return { code: result.exitCode ?? -1, stdout: result.stdout, stderr: result.stderr };
+  return runBuffered(process.execPath, [BIN, ...args], { ...options, timeoutMs: 120_000 });
 }
 
 /** This machine's address as other machines see it (eth0's, say): not loopback, not a Docker bridge. */
@@ -72,10 +64,15 @@ export async function svcTty(args: string[], options: { env?: CliEnv } = {}) {
 /** A new git repository at `dir` with one commit on main: a user's app before svc. */
 export async function newGitApp(dir: string): Promise<void> {
   mkdirSync(dir);
-  await execa("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
-    cwd: dir,
-    env: GIT_ENV,
-  });
+  const init = await runBuffered(
+    "bash",
+    ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"],
+    {
+      cwd: dir,
+      env: GIT_ENV,
+    },
+  );
+  if (init.code !== 0) throw new Error(`git init failed: ${init.stderr}`);
 }
 
 /** A user's first steps in a new app: `svc init`, commit, `svc ship` (through `run`); returns the project's id. */
@@ -86,7 +83,11 @@ export async function shipNewApp(
   await newGitApp(dir);
   const init = await run(["init"]);
   if (init.code !== 0) throw new Error(`svc init failed: ${init.stderr}`);
-  await execa("bash", ["-c", "git add -A && git commit -qm scaffold"], { cwd: dir, env: GIT_ENV });
+  const scaffold = await runBuffered("bash", ["-c", "git add -A && git commit -qm scaffold"], {
+    cwd: dir,
+    env: GIT_ENV,
+  });
+  if (scaffold.code !== 0) throw new Error(`git commit failed: ${scaffold.stderr}`);
   const ship = await run(["ship"]);
   if (ship.code !== 0) throw new Error(`svc ship failed: ${ship.stderr}`);
   return JSON.parse(readFileSync(join(dir, ".svc", "link.json"), "utf8")).project_id;

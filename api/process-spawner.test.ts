@@ -1,0 +1,67 @@
+import { mkdtempSync, realpathSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { describe, expect, it } from "vitest";
+import { createProcessSpawner } from "./process-spawner.ts";
+
+describe("the process spawner", () => {
+  const spawner = createProcessSpawner();
+
+  it("runs a command from its helper, not from this process: its input, directory, environment and exit code", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "svc-spawner-")));
+    process.env.SVC_SPAWNER_INHERITED = "inherited";
+    try {
+      const result = await spawner.run({
+        file: "sh",
+        args: ["-c", 'cat; echo "$PPID $(pwd) $SET $SVC_SPAWNER_INHERITED"; echo oops >&2; exit 3'],
+        cwd: dir,
+        input: "from stdin\n",
+        env: { SET: "set", SVC_SPAWNER_INHERITED: undefined },
+      });
+      const [input, line] = result.stdout.split("\n");
+      expect(input).toBe("from stdin");
+      const [ppid, cwd, set, inherited] = line!.split(" ");
+      expect(Number(ppid)).not.toBe(process.pid);
+      expect([cwd, set, inherited]).toEqual([dir, "set", ""]);
+      expect(result.stderr).toBe("oops\n");
+      expect(result.exitCode).toBe(3);
+      expect(result.failure).toBeUndefined();
+    } finally {
+      delete process.env.SVC_SPAWNER_INHERITED;
+    }
+  });
+
+  it("runs commands at once, each answered with its own output", async () => {
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => spawner.run({ file: "sh", args: ["-c", `sleep 0.0${i % 5}; echo ${i}`] })),
+    );
+    expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: 20 }, (_, i) => `${i}\n`));
+  });
+
+  it("kills a command past its timeout or its output limit, and says which; a missing program is a failure", async () => {
+    const slow = await spawner.run({ file: "sleep", args: ["5"], timeoutMs: 200 });
+    expect(slow).toMatchObject({ exitCode: null, failure: "timed out after 200 ms" });
+    const loud = await spawner.run({ file: "sh", args: ["-c", "yes | head -c 100000"], maxBuffer: 1000 });
+    expect(loud).toMatchObject({ exitCode: null, failure: "output over 1000 bytes" });
+    const missing = await spawner.run({ file: "svc-no-such-program", args: [] });
+    expect(missing.exitCode).toBeNull();
+    expect(missing.failure).toContain("ENOENT");
+  });
+
+  it("fails the commands of a helper that died and starts a new one for the next", async () => {
+    const running = spawner.run({ file: "sh", args: ["-c", "kill -9 $PPID; sleep 5"] });
+    expect((await running).failure).toMatch(/^the process spawner exited \(SIGKILL\)/);
+    expect((await spawner.run({ file: "echo", args: ["again"] })).stdout).toBe("again\n");
+  });
+
+  it("keeps its process alive while a command runs and not after: a script that awaits one prints and exits", async () => {
+    const script = `import { createProcessSpawner } from "./api/process-spawner.ts";
+      createProcessSpawner().run({ file: "sh", args: ["-c", "sleep 0.3; echo done"] }).then((r) => process.stdout.write(r.stdout));`;
+    const ran = await execa(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: new URL("..", import.meta.url).pathname,
+      timeout: 20_000,
+    });
+    expect(ran.stdout).toBe("done");
+  });
+});
