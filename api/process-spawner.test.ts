@@ -1,4 +1,4 @@
-import { mkdtempSync, realpathSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -53,6 +53,42 @@ describe("the process spawner", () => {
     const running = spawner.run({ file: "sh", args: ["-c", "kill -9 $PPID; sleep 5"] });
     expect((await running).failure).toMatch(/^the process spawner exited \(SIGKILL\)/);
     expect((await spawner.run({ file: "echo", args: ["again"] })).stdout).toBe("again\n");
+  });
+
+  it("streams a command's input and output on one socket, in a process group the caller ends whole", async () => {
+    process.env.SVC_SPAWNER_SECRET = "secret";
+    try {
+      const child = await spawner.stream({
+        file: "sh",
+        args: ["-c", 'echo "$SET$SVC_SPAWNER_SECRET"; wc -l; echo oops >&2'],
+        env: { SET: "only this", PATH: process.env.PATH },
+        extendEnv: false,
+      });
+      const out: Buffer[] = [];
+      child.stdio.on("data", (chunk: Buffer) => out.push(chunk));
+      child.stdio.end("one\ntwo\n");
+      let stderr = "";
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk;
+      });
+      expect(await child.exited).toBe(0);
+      await new Promise((r) => child.stdio.once("close", r));
+      expect(Buffer.concat(out).toString()).toBe("only this\n2\n");
+      expect(stderr).toBe("oops\n");
+    } finally {
+      delete process.env.SVC_SPAWNER_SECRET;
+    }
+    const group = await spawner.stream({ file: "sh", args: ["-c", "sleep 30 & echo $!; wait"] });
+    const grandchild = Number(
+      await new Promise<string>((r) => group.stdio.once("data", (d: Buffer) => r(d.toString()))),
+    );
+    group.killGroup();
+    expect(await group.exited).toBeNull();
+    // Dead: gone, or a zombie until whoever adopted it reaps it.
+    const state = () =>
+      existsSync(`/proc/${grandchild}/stat`) ? readFileSync(`/proc/${grandchild}/stat`, "utf8") : "";
+    await expect.poll(() => /^\d+ \(sleep\) [^Z]/.test(state())).toBe(false);
+    await expect(spawner.stream({ file: "svc-no-such-program", args: [] })).rejects.toThrow("ENOENT");
   });
 
   it("keeps its process alive while a command runs and not after: a script that awaits one prints and exits", async () => {

@@ -1,4 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import type { Socket } from "node:net";
+import { PassThrough, type Readable } from "node:stream";
 
 /** One command run to its end, its output collected: what `git` and the CLI's callers need. */
 export type SpawnRequest = {
@@ -21,44 +23,96 @@ export type SpawnResult = {
   failure?: string;
 };
 
-type Wire = {
+/** A command whose input and output stream, in a process group of its own (e.g. `git http-backend` and its children). */
+export type StreamRequest = {
+  file: string;
+  args: string[];
+  env?: Record<string, string | undefined>;
+  /** false: `env` is the whole environment, nothing of this process's (say, its secrets) reaches the command. */
+  extendEnv?: boolean;
+};
+
+export type StreamingChild = {
+  pid: number;
+  /** Its standard input (end it for EOF) and its standard output, on one socket. */
+  stdio: Socket;
+  stderr: Readable;
+  /** Its exit code, null when a signal ended it. */
+  exited: Promise<number | null>;
+  /** Signals its whole process group. */
+  killGroup(): void;
+};
+
+type Env = { set: Record<string, string>; unset: string[]; extend: boolean };
+type RunWire = Env & {
+  kind: "run";
   id: number;
   file: string;
   args: string[];
   cwd?: string;
-  set: Record<string, string>;
-  unset: string[];
   input?: string;
   timeoutMs: number;
   maxBuffer: number;
 };
+type StreamWire = Env & { kind: "stream"; id: number; file: string; args: string[] };
+type Answer =
+  | ({ id: number; kind: "ran" } & SpawnResult)
+  | { id: number; kind: "started"; pid: number }
+  | { id: number; kind: "stderr"; chunk: string }
+  | { id: number; kind: "exited"; exitCode: number | null; failure?: string };
 
 /**
  * The helper's whole program, run with `node -e`: it spawns what it is sent and answers with the output. Plain
- * node:child_process here, since it carries no modules of ours (so the bundles need no file beside them).
+ * node:child_process here, since it carries no modules of ours (so the bundles need no file beside them). A
+ * streaming command gets one end of a Unix socket pair as its stdin and stdout, the other end goes to the caller
+ * with the answer (IPC handle passing): its bytes never pass through the helper. The pairs come from a socket in a
+ * directory only this user may enter.
  */
 const HELPER = `
 const { spawn } = require("node:child_process");
+const { createServer, connect } = require("node:net");
+const { mkdtempSync, rmSync } = require("node:fs");
+const { join } = require("node:path");
+const { tmpdir } = require("node:os");
 process.on("disconnect", () => process.exit(0));
-process.on("message", (m) => {
-  const env = { ...process.env, ...m.set };
+let pairs;
+function pair() {
+  if (!pairs) {
+    const dir = mkdtempSync(join(tmpdir(), "svc-spawner-"));
+    const path = join(dir, "pair.sock");
+    process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+    const accepting = [];
+    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, (s) => accepting.shift()(s));
+    pairs = { accepting, listening: new Promise((r) => server.listen(path, r)), path };
+  }
+  return pairs.listening.then(() => new Promise((resolve, reject) => {
+    const outer = connect({ path: pairs.path, allowHalfOpen: true });
+    outer.on("error", reject);
+    pairs.accepting.push((inner) => resolve([inner, outer]));
+  }));
+}
+function environment(m) {
+  const env = m.extend ? { ...process.env, ...m.set } : { ...m.set };
   for (const name of m.unset) delete env[name];
+  return env;
+}
+function run(m) {
   const out = [], err = [];
-  let size = 0, failure, done = false;
+  let size = 0, failure, done = false, timer;
   const finish = (exitCode) => {
     if (done) return;
     done = true;
     clearTimeout(timer);
-    process.send({ id: m.id, exitCode, failure, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() });
+    process.send({ id: m.id, kind: "ran", exitCode, failure, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() });
   };
   let child;
   try {
-    child = spawn(m.file, m.args, { cwd: m.cwd, env, stdio: [m.input === undefined ? "ignore" : "pipe", "pipe", "pipe"] });
+    child = spawn(m.file, m.args, { cwd: m.cwd, env: environment(m), stdio: [m.input === undefined ? "ignore" : "pipe", "pipe", "pipe"] });
   } catch (e) {
     failure = e.message;
     return finish(null);
   }
-  const timer = setTimeout(() => { failure = "timed out after " + m.timeoutMs + " ms"; child.kill(); }, m.timeoutMs);
+  timer = setTimeout(() => { failure = "timed out after " + m.timeoutMs + " ms"; child.kill(); }, m.timeoutMs);
   const collect = (chunks) => (chunk) => {
     size += chunk.length;
     if (size <= m.maxBuffer) chunks.push(chunk);
@@ -69,8 +123,46 @@ process.on("message", (m) => {
   child.on("error", (e) => { failure = failure || e.message; finish(null); });
   child.on("close", (code) => finish(failure ? null : code));
   if (m.input !== undefined) { child.stdin.on("error", () => {}); child.stdin.end(m.input); }
-});
+}
+async function stream(m) {
+  let inner, outer, child;
+  try {
+    [inner, outer] = await pair();
+    child = spawn(m.file, m.args, { env: environment(m), stdio: [inner, inner, "pipe"], detached: true });
+  } catch (e) {
+    inner?.destroy();
+    outer?.destroy();
+    return process.send({ id: m.id, kind: "exited", exitCode: null, failure: e.message });
+  }
+  inner.destroy();
+  let exited = false;
+  child.on("error", (e) => {
+    if (exited) return;
+    exited = true;
+    outer.destroy();
+    process.send({ id: m.id, kind: "exited", exitCode: null, failure: e.message });
+  });
+  if (child.pid === undefined) return;
+  process.send({ id: m.id, kind: "started", pid: child.pid }, outer);
+  child.stderr.on("data", (chunk) => process.send({ id: m.id, kind: "stderr", chunk: chunk.toString() }));
+  child.on("close", (code) => {
+    if (exited) return;
+    exited = true;
+    process.send({ id: m.id, kind: "exited", exitCode: code });
+  });
+}
+process.on("message", (m) => (m.kind === "run" ? run(m) : stream(m)));
 `;
+
+function wireEnv(env: Record<string, string | undefined> = {}, extend = true): Env {
+  const set: Record<string, string> = {};
+  const unset: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) unset.push(name);
+    else set[name] = value;
+  }
+  return { set, unset, extend };
+}
 
 /**
  * Runs commands from a small helper process instead of this one. Linux copies a process's page tables at every
@@ -82,26 +174,18 @@ process.on("message", (m) => {
 export function createProcessSpawner() {
   let helper: ChildProcess | undefined;
   let nextId = 1;
-  const pending = new Map<number, (result: SpawnResult) => void>();
+  /** Each command in flight: what its helper's answers go to, and what it is told when the helper is lost. */
+  const pending = new Map<number, { answer(message: Answer, handle?: Socket): void; lost(why: string): void }>();
 
   function start(): ChildProcess {
     const child = spawn(process.execPath, ["-e", HELPER], {
       stdio: ["ignore", "ignore", "inherit", "ipc"],
       serialization: "advanced",
     });
-    child.on("message", (message: SpawnResult & { id: number }) => {
-      const settle = pending.get(message.id);
-      pending.delete(message.id);
-      if (pending.size === 0) child.channel?.unref();
-      const { id: _, ...result } = message;
-      settle?.(result);
-    });
+    child.on("message", (message: Answer, handle?: Socket) => pending.get(message.id)?.answer(message, handle));
     const lost = (why: string) => {
       if (helper === child) helper = undefined;
-      for (const [id, settle] of pending) {
-        pending.delete(id);
-        settle({ stdout: "", stderr: "", exitCode: null, failure: `the process spawner ${why}` });
-      }
+      for (const command of [...pending.values()]) command.lost(`the process spawner ${why}`);
     };
     child.on("exit", (code, signal) => lost(`exited (${signal ?? code})`));
     child.on("error", (err) => lost(`failed: ${err.message}`));
@@ -110,35 +194,90 @@ export function createProcessSpawner() {
     return child;
   }
 
+  function settled(id: number): void {
+    pending.delete(id);
+    if (pending.size === 0) helper?.channel?.unref();
+  }
+
+  /** Sends a command; the helper is held (this process kept alive) while any command is in flight. */
+  function send(wire: RunWire | StreamWire, lost: (why: string) => void): void {
+    helper ??= start();
+    helper.channel?.ref();
+    helper.send(wire, (err) => {
+      if (err && pending.has(wire.id)) lost(`is gone: ${err.message}`);
+    });
+  }
+
   return {
     run(request: SpawnRequest): Promise<SpawnResult> {
-      helper ??= start();
-      const child = helper;
-      const set: Record<string, string> = {};
-      const unset: string[] = [];
-      for (const [name, value] of Object.entries(request.env ?? {})) {
-        if (value === undefined) unset.push(name);
-        else set[name] = value;
-      }
-      const wire: Wire = {
-        id: nextId++,
-        file: request.file,
-        args: request.args,
-        cwd: request.cwd,
-        set,
-        unset,
-        input: request.input,
-        timeoutMs: request.timeoutMs ?? 120_000,
-        maxBuffer: request.maxBuffer ?? 64 * 1024 * 1024,
-      };
+      const id = nextId++;
       return new Promise((resolve) => {
-        pending.set(wire.id, resolve);
-        // Held while a command runs: an API or a CLI that awaits one must not exit under it.
-        child.channel?.ref();
-        child.send(wire, (err) => {
-          if (!err || !pending.delete(wire.id)) return;
-          resolve({ stdout: "", stderr: "", exitCode: null, failure: `the process spawner is gone: ${err.message}` });
+        const settle = (result: SpawnResult) => {
+          settled(id);
+          resolve(result);
+        };
+        const lost = (why: string) => settle({ stdout: "", stderr: "", exitCode: null, failure: why });
+        pending.set(id, { answer: ({ id: _, kind: __, ...result }: Answer & SpawnResult) => settle(result), lost });
+        send(
+          {
+            kind: "run",
+            id,
+            file: request.file,
+            args: request.args,
+            cwd: request.cwd,
+            ...wireEnv(request.env),
+            input: request.input,
+            timeoutMs: request.timeoutMs ?? 120_000,
+            maxBuffer: request.maxBuffer ?? 64 * 1024 * 1024,
+          },
+          lost,
+        );
+      });
+    },
+
+    /** Starts a streaming command; rejects when it could not start. */
+    stream(request: StreamRequest): Promise<StreamingChild> {
+      const id = nextId++;
+      return new Promise((resolve, reject) => {
+        const stderr = new PassThrough();
+        let exit: (code: number | null) => void = () => {};
+        const exited = new Promise<number | null>((r) => {
+          exit = r;
         });
+        let started: StreamingChild | undefined;
+        const end = (code: number | null, failure?: string) => {
+          settled(id);
+          stderr.end();
+          if (started) exit(code);
+          else reject(new Error(failure ?? "the command did not start"));
+        };
+        pending.set(id, {
+          answer(message, handle) {
+            if (message.kind === "started" && handle) {
+              const pid = message.pid;
+              started = {
+                pid,
+                stdio: handle,
+                stderr,
+                exited,
+                killGroup() {
+                  try {
+                    process.kill(-pid, "SIGKILL");
+                  } catch {
+                    // Already gone.
+                  }
+                },
+              };
+              resolve(started);
+            } else if (message.kind === "stderr") stderr.write(message.chunk);
+            else if (message.kind === "exited") end(message.exitCode, message.failure);
+          },
+          lost: (why) => end(null, why),
+        });
+        send(
+          { kind: "stream", id, file: request.file, args: request.args, ...wireEnv(request.env, request.extendEnv) },
+          (why) => end(null, why),
+        );
       });
     },
   };
@@ -152,3 +291,4 @@ export type ProcessSpawner = ReturnType<typeof createProcessSpawner>;
  */
 const shared = createProcessSpawner();
 export const spawnBuffered = (request: SpawnRequest): Promise<SpawnResult> => shared.run(request);
+export const spawnStreaming = (request: StreamRequest): Promise<StreamingChild> => shared.stream(request);

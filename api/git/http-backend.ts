@@ -1,6 +1,6 @@
-import { spawn } from "node:child_process";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
+import { type StreamingChild, spawnStreaming } from "../process-spawner.ts";
 import { BASE_ENV } from "./run.ts";
 
 export type CgiRequest = {
@@ -32,15 +32,19 @@ const HEADER_END_LF = Buffer.from("\n\n");
  * their own, ended whole when the client goes away or the deadline passes. Killing http-backend alone left its
  * children packing for minutes.
  */
-export function runHttpBackend(
+export async function runHttpBackend(
   req: CgiRequest,
   res: ServerResponse,
   env: Record<string, string>,
   deadlineMs = GIT_REQUEST_DEADLINE_MS,
 ): Promise<number> {
-  return new Promise((resolve) => {
-    const child = spawn("git", ["http-backend"], {
-      detached: true,
+  let child: StreamingChild;
+  try {
+    child = await spawnStreaming({
+      file: "git",
+      args: ["http-backend"],
+      // Nothing of the API's own environment (its secrets) reaches git or the hooks it runs.
+      extendEnv: false,
       env: {
         PATH: process.env.PATH ?? "/usr/bin:/bin",
         ...BASE_ENV,
@@ -56,88 +60,91 @@ export function runHttpBackend(
         ...(req.headers["content-encoding"] ? { HTTP_CONTENT_ENCODING: req.headers["content-encoding"] } : {}),
         ...(req.headers["git-protocol"] ? { GIT_PROTOCOL: String(req.headers["git-protocol"]) } : {}),
       },
-      stdio: ["pipe", "pipe", "pipe"],
     });
-    const stopGroup = () => {
-      try {
-        if (child.pid) process.kill(-child.pid, "SIGKILL");
-      } catch {
-        // Already gone.
-      }
-    };
-    const deadline = setTimeout(() => {
-      stopGroup();
-      res.destroy();
-    }, deadlineMs);
-    let head = Buffer.alloc(0);
-    let headersSent = false;
-    let stderr = "";
-    let refused = false;
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    void req.refusal?.then((answer) => {
-      if (res.writableEnded) return;
-      refused = true;
-      // Git never sees the end of the body, so receive-pack updates no ref and drops the quarantined pack.
-      req.body?.unpipe(child.stdin);
-      child.stdin.destroy();
-      stopGroup();
-      // Until the body ends, receive-pack writes nothing after http-backend's headers: the answer follows them.
-      if (!headersSent) res.writeHead(answer.status, { "content-type": answer.contentType });
-      res.end(answer.body);
-    });
-
-    child.stdout.on("data", (chunk: Buffer) => {
-      if (refused) return;
-      if (headersSent) {
-        write(chunk);
-        return;
-      }
-      head = Buffer.concat([head, chunk]);
-      let end = head.indexOf(HEADER_END);
-      let sep = HEADER_END.length;
-      if (end < 0) {
-        end = head.indexOf(HEADER_END_LF);
-        sep = HEADER_END_LF.length;
-      }
-      if (end < 0) return;
-      let status = 200;
-      for (const line of head.subarray(0, end).toString("latin1").split(/\r?\n/)) {
-        const colon = line.indexOf(":");
-        if (colon <= 0) continue;
-        const name = line.slice(0, colon).trim();
-        const value = line.slice(colon + 1).trim();
-        if (name.toLowerCase() === "status") status = Number.parseInt(value, 10) || 500;
-        else res.setHeader(name, value);
-      }
-      res.writeHead(status);
-      headersSent = true;
-      write(head.subarray(end + sep));
-    });
-    function write(chunk: Buffer): void {
-      if (res.write(chunk)) return;
-      child.stdout.pause();
-      res.once("drain", () => child.stdout.resume());
-    }
-
-    child.on("close", (code) => {
-      clearTimeout(deadline);
-      if (!refused) {
-        if (!headersSent) {
-          res.writeHead(500, { "content-type": "text/plain" });
-          res.write(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? code}\n`);
-        }
-        res.end();
-      }
-      resolve(code ?? -1);
-    });
-    child.stdin.on("error", () => {});
-    if (req.body) req.body.pipe(child.stdin);
-    else child.stdin.end();
-    // The client gone before git finished: every process of the request ends with it.
-    res.on("close", () => {
-      if (child.exitCode === null && child.signalCode === null) stopGroup();
-    });
+  } catch (err) {
+    res.writeHead(500, { "content-type": "text/plain" });
+    res.end(`git http-backend failed: ${(err as Error).message}\n`);
+    return -1;
+  }
+  const { stdio } = child;
+  let exited = false;
+  const deadline = setTimeout(() => {
+    child.killGroup();
+    res.destroy();
+  }, deadlineMs);
+  let head = Buffer.alloc(0);
+  let headersSent = false;
+  let stderr = "";
+  let refused = false;
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
   });
+  void req.refusal?.then((answer) => {
+    if (res.writableEnded) return;
+    refused = true;
+    // Git never sees the end of the body, so receive-pack updates no ref and drops the quarantined pack.
+    req.body?.unpipe(stdio);
+    stdio.destroy();
+    child.killGroup();
+    // Until the body ends, receive-pack writes nothing after http-backend's headers: the answer follows them.
+    if (!headersSent) res.writeHead(answer.status, { "content-type": answer.contentType });
+    res.end(answer.body);
+  });
+
+  stdio.on("data", (chunk: Buffer) => {
+    if (refused) return;
+    if (headersSent) {
+      write(chunk);
+      return;
+    }
+    head = Buffer.concat([head, chunk]);
+    let end = head.indexOf(HEADER_END);
+    let sep = HEADER_END.length;
+    if (end < 0) {
+      end = head.indexOf(HEADER_END_LF);
+      sep = HEADER_END_LF.length;
+    }
+    if (end < 0) return;
+    let status = 200;
+    for (const line of head.subarray(0, end).toString("latin1").split(/\r?\n/)) {
+      const colon = line.indexOf(":");
+      if (colon <= 0) continue;
+      const name = line.slice(0, colon).trim();
+      const value = line.slice(colon + 1).trim();
+      if (name.toLowerCase() === "status") status = Number.parseInt(value, 10) || 500;
+      else res.setHeader(name, value);
+    }
+    res.writeHead(status);
+    headersSent = true;
+    write(head.subarray(end + sep));
+  });
+  function write(chunk: Buffer): void {
+    if (res.write(chunk)) return;
+    stdio.pause();
+    res.once("drain", () => stdio.resume());
+  }
+  stdio.on("error", () => {});
+  // The client gone before git finished: every process of the request ends with it.
+  res.on("close", () => {
+    if (!exited) child.killGroup();
+    stdio.destroy();
+  });
+  if (req.body) req.body.pipe(stdio);
+  else stdio.end();
+
+  const [code] = await Promise.all([
+    child.exited.finally(() => {
+      exited = true;
+    }),
+    new Promise((r) => stdio.once("close", r)),
+  ]);
+  clearTimeout(deadline);
+  if (!refused) {
+    if (!headersSent) {
+      res.writeHead(500, { "content-type": "text/plain" });
+      res.write(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? code}\n`);
+    }
+    res.end();
+  }
+  return code ?? -1;
 }
