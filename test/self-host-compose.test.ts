@@ -8,7 +8,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CliEnv, cliHome, freePort, machineAddress, shipNewApp } from "./support/cli.ts";
 import { execIn, ROOT, removeProjectContainers, requireDocker } from "./support/docker.ts";
-import { GIT_ENV } from "./support/git-fixture.ts";
+import { GIT_ENV, runBuffered } from "./support/git-fixture.ts";
 import { previewFetch } from "./support/preview-fetch.ts";
 import { startScriptedLlm } from "./support/scripted-llm.ts";
 
@@ -89,15 +89,8 @@ describe("compose mode: svc self-host start --mode compose (real docker-compose,
   /** The checkout's CLI with a home's environment, as a user of that home runs it. */
   const svcOf =
     (env: CliEnv) =>
-    async (args: string[], cwd = app) => {
-      const r = await execa(process.execPath, [join(checkout, "bin", "svc.js"), ...args], {
-        env,
-        cwd,
-        reject: false,
-        timeout: 400_000,
-      });
-      return { code: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
-    };
+    (args: string[], cwd = app) =>
+      runBuffered(process.execPath, [join(checkout, "bin", "svc.js"), ...args], { env, cwd, timeoutMs: 400_000 });
   const svc = svcOf(home.env);
   const status = async () => JSON.parse((await svc(["self-host", "status", "--json"], home.dir)).stdout);
   const containersOf = (session: string) =>

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
-import { type StreamingChild, spawnStreaming } from "../process-spawner.ts";
+import { type StreamingChild, spawnStreaming } from "../../orchestrator/process-spawner.ts";
 import { BASE_ENV } from "./run.ts";
 
 export type CgiRequest = {

@@ -1,5 +1,5 @@
+import { spawnBuffered } from "../../orchestrator/process-spawner.ts";
 import { redact as redactSecrets } from "../../protocol/redact.ts";
-import { spawnBuffered } from "../process-spawner.ts";
 
 export type GitResult = { stdout: string; stderr: string; exitCode: number };
 

@@ -1,15 +1,10 @@
 import { spawn } from "node:child_process";
+import { spawnBuffered } from "../process-spawner.ts";
 
 /** A git command's trimmed stdout in `dir`; undefined when it fails (an object that does not exist, say). */
 export async function gitOut(dir: string, args: string[]): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const child = spawn("git", ["-C", dir, ...args], { stdio: ["ignore", "pipe", "ignore"] });
-    let out = "";
-    child.stdout.on("data", (c) => {
-      out += c;
-    });
-    child.on("close", (code) => resolve(code === 0 ? out.trim() : undefined));
-  });
+  const result = await spawnBuffered({ file: "git", args: ["-C", dir, ...args] });
+  return result.exitCode === 0 ? result.stdout.trim() : undefined;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { spawnBuffered } from "../../api/process-spawner.ts";
+import { spawnBuffered } from "../../orchestrator/process-spawner.ts";
 
 /** A fixed identity and no user or system config: every test's git behaves the same. */
 export const GIT_ENV = {
@@ -23,8 +23,8 @@ export function authedUrl(cloneUrl: string, secret: string, username = "x"): str
 }
 
 /**
- * A command run to its end from the process spawner (api/process-spawner.ts: a test process holds hundreds of MB,
- * and each fork of it costs tens of ms of a core), its output without the final newline, as execa gives it.
+ * A command run to its end from the process spawner (orchestrator/process-spawner.ts: a test process holds hundreds
+ * of MB, and each fork of it costs tens of ms of a core), its output without the final newline, as execa gives it.
  */
 export async function runBuffered(
   file: string,

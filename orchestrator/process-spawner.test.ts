@@ -71,8 +71,9 @@ describe("the process spawner", () => {
       child.stderr.on("data", (chunk: Buffer) => {
         stderr += chunk;
       });
+      const closed = new Promise((r) => child.stdio.once("close", r));
       expect(await child.exited).toBe(0);
-      await new Promise((r) => child.stdio.once("close", r));
+      await closed;
       expect(Buffer.concat(out).toString()).toBe("only this\n2\n");
       expect(stderr).toBe("oops\n");
     } finally {
@@ -92,7 +93,7 @@ describe("the process spawner", () => {
   });
 
   it("keeps its process alive while a command runs and not after: a script that awaits one prints and exits", async () => {
-    const script = `import { createProcessSpawner } from "./api/process-spawner.ts";
+    const script = `import { createProcessSpawner } from "./orchestrator/process-spawner.ts";
       createProcessSpawner().run({ file: "sh", args: ["-c", "sleep 0.3; echo done"] }).then((r) => process.stdout.write(r.stdout));`;
     const ran = await execa(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
       cwd: new URL("..", import.meta.url).pathname,
