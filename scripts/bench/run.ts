@@ -13,6 +13,7 @@ import { benchSandboxClone } from "./sandbox-clone.ts";
 import { benchSelfHostModes } from "./self-host-modes.ts";
 import { benchCliSessions } from "./session-cli.ts";
 import { benchSoak } from "./soak.ts";
+import { benchSpawn } from "./spawn.ts";
 import { benchSwarmStart } from "./swarm-start.ts";
 import { benchTranscriptRead } from "./transcript.ts";
 
@@ -31,6 +32,7 @@ const ALONE: Record<string, () => Promise<Figures>> = {
   checks: benchChecks,
   link: benchLink,
   swarm: benchSwarmStart,
+  spawn: benchSpawn,
   transcript: async () => {
     const figures = [await benchTranscriptRead("pglite"), await benchTranscriptRead("postgres")];
     return { ok: figures.every((f) => f.ok), lines: figures.map((f) => f.line) };
@@ -51,6 +53,8 @@ const record = (figures: Figures) => {
 };
 
 record(benchCliStart());
+
+record(await benchSpawn());
 
 record(await benchMergePreview());
 
