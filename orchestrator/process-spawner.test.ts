@@ -92,6 +92,35 @@ describe("the process spawner", () => {
     await expect(spawner.stream({ file: "svc-no-such-program", args: [] })).rejects.toThrow("ENOENT");
   });
 
+  it("starts no command it reads after its caller died", async () => {
+    const marker = join(realpathSync(mkdtempSync(join(tmpdir(), "svc-spawner-"))), "ran");
+    // The caller stops its helper, sends a command, dies; the helper, continued, reads the command too late.
+    const script = `import { createProcessSpawner } from "./orchestrator/process-spawner.ts";
+      const spawner = createProcessSpawner();
+      const helper = Number((await spawner.run({ file: "sh", args: ["-c", "echo $PPID"] })).stdout);
+      console.log(helper);
+      process.kill(helper, "SIGSTOP");
+      void spawner.run({ file: "touch", args: [${JSON.stringify(marker)}] });
+      setTimeout(() => process.kill(process.pid, "SIGKILL"), 200);`;
+    const caller = await execa(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: new URL("..", import.meta.url).pathname,
+      reject: false,
+      timeout: 20_000,
+      // The helper inherits its caller's stderr: the caller's end would wait for the stopped helper.
+      stderr: "ignore",
+    });
+    expect(caller.signal).toBe("SIGKILL");
+    const helper = Number(caller.stdout.trim());
+    process.kill(helper, "SIGCONT");
+    await expect
+      .poll(
+        () =>
+          existsSync(`/proc/${helper}/stat`) && !/^\d+ \(\S+\) Z/.test(readFileSync(`/proc/${helper}/stat`, "utf8")),
+      )
+      .toBe(false);
+    expect(existsSync(marker)).toBe(false);
+  });
+
   it("keeps its process alive while a command runs and not after: a script that awaits one prints and exits", async () => {
     const script = `import { createProcessSpawner } from "./orchestrator/process-spawner.ts";
       createProcessSpawner().run({ file: "sh", args: ["-c", "sleep 0.3; echo done"] }).then((r) => process.stdout.write(r.stdout));`;

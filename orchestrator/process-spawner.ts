@@ -75,6 +75,10 @@ const { mkdtempSync, rmSync } = require("node:fs");
 const { join } = require("node:path");
 const { tmpdir } = require("node:os");
 process.on("disconnect", () => process.exit(0));
+// A command read after the caller died is not started: one that would move a branch must not land after another
+// process has judged the caller's unfinished work (its merge intent, say) by the branch as it was.
+const parent = process.ppid;
+const orphaned = () => process.ppid !== parent && process.exit(0);
 let pairs;
 function pair() {
   if (!pairs) {
@@ -128,6 +132,7 @@ async function stream(m) {
   let inner, outer, child;
   try {
     [inner, outer] = await pair();
+    orphaned();
     child = spawn(m.file, m.args, { env: environment(m), stdio: [inner, inner, "pipe"], detached: true });
   } catch (e) {
     inner?.destroy();
@@ -151,7 +156,7 @@ async function stream(m) {
     process.send({ id: m.id, kind: "exited", exitCode: code });
   });
 }
-process.on("message", (m) => (m.kind === "run" ? run(m) : stream(m)));
+process.on("message", (m) => orphaned() || (m.kind === "run" ? run(m) : stream(m)));
 `;
 
 function wireEnv(env: Record<string, string | undefined> = {}, extend = true): Env {
