@@ -50,8 +50,9 @@ export async function openBridge(
     stream.once("response", (headers) => {
       if (headers[":status"] !== 200) socket.resetAndDestroy();
     });
-    // Cut off, not ended, once the link that carried it is no longer the bridge's (dropped or replaced).
-    spliceStreams(stream, socket, () => session !== live);
+    // Cut off, not ended, once the link that carried it is no longer the bridge's (dropped or replaced), or is going:
+    // a stream its session's end ended can come before the registry hears of that end.
+    spliceStreams(stream, socket, () => session !== live || linkGoing(live));
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -70,6 +71,14 @@ export async function openBridge(
       server.close();
     },
   };
+}
+
+/** Whether a link's session is closing or its transport (the daemon's connection) has ended. */
+function linkGoing(live: ClientHttp2Session): boolean {
+  const transport = live.socket as { destroyed?: boolean; readableEnded?: boolean } | undefined;
+  return (
+    live.closed || live.destroyed || !transport || transport.destroyed === true || transport.readableEnded === true
+  );
 }
 
 /** Joins two TCP connections both ways, a half-close passed on as one; one that fails resets the other. */
