@@ -288,8 +288,6 @@ export function createProcessSpawner() {
   };
 }
 
-export type ProcessSpawner = ReturnType<typeof createProcessSpawner>;
-
 /**
  * This process's spawner: one per process, since what it saves is this process's own cost of forking, and a
  * helper per caller would only add helpers.

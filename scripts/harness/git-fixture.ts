@@ -25,15 +25,26 @@ export function authedUrl(cloneUrl: string, secret: string, username = "x"): str
 /**
  * A command run to its end from the process spawner (orchestrator/process-spawner.ts: a test process holds hundreds
  * of MB, and each fork of it costs tens of ms of a core), its output without the final newline, as execa gives it.
+ * `check`: a non-zero exit throws, naming the command and its stderr.
  */
 export async function runBuffered(
   file: string,
   args: string[],
-  options: { cwd?: string; env?: Record<string, string | undefined>; input?: string; timeoutMs?: number } = {},
+  options: {
+    cwd?: string;
+    env?: Record<string, string | undefined>;
+    input?: string;
+    timeoutMs?: number;
+    check?: boolean;
+  } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const r = await spawnBuffered({ file, args, ...options });
+  const { check, ...request } = options;
+  const r = await spawnBuffered({ file, args, ...request });
   const strip = (text: string) => text.replace(/\r?\n$/, "");
-  return { code: r.exitCode ?? -1, stdout: strip(r.stdout), stderr: strip(r.stderr || (r.failure ?? "")) };
+  const result = { code: r.exitCode ?? -1, stdout: strip(r.stdout), stderr: strip(r.stderr || (r.failure ?? "")) };
+  if (check && result.code !== 0)
+    throw new Error(`${file} ${args.join(" ")} failed (${result.code}): ${result.stderr}`);
+  return result;
 }
 
 export type WorkRepo = Awaited<ReturnType<typeof workRepo>>;
@@ -42,9 +53,7 @@ export type WorkRepo = Awaited<ReturnType<typeof workRepo>>;
 export async function workRepo(remote: string, options: { defaultBranch?: string } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "svc-work-"));
   const run = async (args: string[], opts: { reject?: boolean } = {}) => {
-    const r = await runBuffered("git", args, { cwd: dir, env: GIT_ENV });
-    if (r.code !== 0 && (opts.reject ?? true)) throw new Error(`git ${args.join(" ")} failed (${r.code}): ${r.stderr}`);
-    return r;
+    return runBuffered("git", args, { cwd: dir, env: GIT_ENV, check: opts.reject ?? true });
   };
   await run(["init", "-q", "-b", options.defaultBranch ?? "main"]);
   await run(["remote", "add", "origin", remote]);

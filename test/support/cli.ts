@@ -64,15 +64,11 @@ export async function svcTty(args: string[], options: { env?: CliEnv } = {}) {
 /** A new git repository at `dir` with one commit on main: a user's app before svc. */
 export async function newGitApp(dir: string): Promise<void> {
   mkdirSync(dir);
-  const init = await runBuffered(
-    "bash",
-    ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"],
-    {
-      cwd: dir,
-      env: GIT_ENV,
-    },
-  );
-  if (init.code !== 0) throw new Error(`git init failed: ${init.stderr}`);
+  await runBuffered("bash", ["-c", "git init -q -b main && echo hi > README.md && git add -A && git commit -qm init"], {
+    cwd: dir,
+    env: GIT_ENV,
+    check: true,
+  });
 }
 
 /** A user's first steps in a new app: `svc init`, commit, `svc ship` (through `run`); returns the project's id. */
@@ -83,11 +79,7 @@ export async function shipNewApp(
   await newGitApp(dir);
   const init = await run(["init"]);
   if (init.code !== 0) throw new Error(`svc init failed: ${init.stderr}`);
-  const scaffold = await runBuffered("bash", ["-c", "git add -A && git commit -qm scaffold"], {
-    cwd: dir,
-    env: GIT_ENV,
-  });
-  if (scaffold.code !== 0) throw new Error(`git commit failed: ${scaffold.stderr}`);
+  await runBuffered("bash", ["-c", "git add -A && git commit -qm scaffold"], { cwd: dir, env: GIT_ENV, check: true });
   const ship = await run(["ship"]);
   if (ship.code !== 0) throw new Error(`svc ship failed: ${ship.stderr}`);
   return JSON.parse(readFileSync(join(dir, ".svc", "link.json"), "utf8")).project_id;
