@@ -22,12 +22,12 @@ function workers(fallback: number): number {
   return Number(value);
 }
 
-// Two files at a time in the first group, three in the second (README, "Test and measure", has the measurements). The
-// machine has two cores and the suite is CPU-bound (sandboxes, PGlite, the CLI's processes): a third worker beside
-// the Docker tier's sandboxes and image builds made it slower (719 s against 642 s), while the api tier and the Swarm
-// files leave a fifth of the cores idle on two (their waits: Swarm tasks converging, retries, timers) and a third
-// fills part of it (274 s against 261, the same CPU). Vitest runs a group's projects on one pool of workers, so a
-// group's tiers share one count; a tier on its own (npm run test:unit) starts at once anyway.
+// Three files at a time in each group (README, "Test and measure", has the measurements). The machine has two cores,
+// but on two workers the Docker tier's files left an eighth of them idle (their waits: sandboxes and agents booting,
+// health checks, timers) and a third worker fills it: the first group in 526 s / 1014 CPU-s against 650 s / 1136, run
+// in turn the same hour; the api tier and the Swarm files likewise (261 s against 274, the same CPU). Vitest runs a
+// group's projects on one pool of workers, so a group's tiers share one count; a tier on its own (npm run test:unit)
+// starts at once anyway.
 // The unit, api and Docker tiers' files share their workers' module graphs (isolate: false): they hold no
 // process-wide state (each file closes the servers, stacks and containers it starts and sets no environment), and a
 // process per file cost the unit tier 24 CPU-s where sharing costs 9.5, the api tier 727 CPU-s where sharing costs
@@ -40,7 +40,7 @@ const tier = (name: string, include: string[], globalSetup: string[] = [], group
     name,
     include,
     globalSetup,
-    maxWorkers: workers(groupOrder === 0 ? 2 : 3),
+    maxWorkers: workers(3),
     sequence: { groupOrder },
     isolate: !SHARED_PROCESS.has(name),
   },
