@@ -13,10 +13,10 @@ const tiers = tierFiles(fileURLToPath(new URL(".", import.meta.url)));
 // The CLI bundle the api and docker tiers' tests spawn, built once per run; unit tests need none.
 const BUILD = "test/support/build-once.ts";
 
-/** Files run at once in a group: SVC_TEST_WORKERS for both groups, else the group's own count. */
-function workers(fallback: number): number {
+/** Files run at once in each group: SVC_TEST_WORKERS, else three (below). */
+function workers(): number {
   const value = process.env.SVC_TEST_WORKERS;
-  if (value === undefined || value === "") return fallback;
+  if (value === undefined || value === "") return 3;
   if (!/^[1-9][0-9]*$/.test(value))
     throw new Error(`SVC_TEST_WORKERS must be a whole number of workers, not '${value}'`);
   return Number(value);
@@ -40,7 +40,7 @@ const tier = (name: string, include: string[], globalSetup: string[] = [], group
     name,
     include,
     globalSetup,
-    maxWorkers: workers(3),
+    maxWorkers: workers(),
     sequence: { groupOrder },
     isolate: !SHARED_PROCESS.has(name),
   },
