@@ -1,4 +1,5 @@
-// Bundles the programs into dist/ (fast start-up; dependencies stay in node_modules) and copies the SQL migrations.
+// Bundles the programs into dist/ (fast start-up; the servers' dependencies stay in node_modules, but for dockerode) and copies
+// the SQL migrations.
 import { cpSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { build } from "esbuild";
