@@ -71,7 +71,7 @@ describe.each(databaseKinds("postgres"))("several accounts per person, each its 
     await work.commit("initial", { "README.md": "beta\n" });
     await work.checkout("topic", { create: true });
     await work.commit("topic", { "topic.txt": "topic\n" });
-    expect((await work.push("main", "topic")).code).toBe(0);
+    await work.pushed("main", "topic");
     betaCr = (
       await as(bob, "POST", `/v1/projects/${beta.id}/change-requests`, { body: { title: "T", head_ref: "topic" } })
     ).body.number;

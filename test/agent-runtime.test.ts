@@ -320,7 +320,7 @@ describe("the real opencode runtime in a sandbox, driven by a scripted model", (
     await outside.git(["fetch", "-q", "origin", session.session_id]);
     await outside.checkout("side", { create: true, from: "FETCH_HEAD" });
     const pushed = await outside.commit("from outside", { "outside.txt": "o\n" });
-    expect((await outside.push(`HEAD:refs/heads/${session.session_id}`)).code).toBe(0);
+    await outside.pushed(`HEAD:refs/heads/${session.session_id}`);
 
     const before = (await (await fetch(`${session.sandbox_url}/svc/health`)).json()).agent.pid;
     const refresh = await fetch(`${session.sandbox_url}/svc/refresh`, { method: "POST", headers: auth, body: "{}" });

@@ -82,7 +82,7 @@ describe("apps: [[apps]] on the default branch -> local containers (real git, Do
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.checkout(branch, { create: true, from: "origin/main" });
     await repo.commit(branch, files);
-    expect((await repo.push(branch)).code).toBe(0);
+    await repo.pushed(branch);
     const cr = await api("POST", "/change-requests", { title: branch, head_ref: branch });
     expect(cr.status).toBe(201);
     return cr.body.number;
@@ -299,7 +299,7 @@ describe("apps with SVC_APP_PROVIDER=none", () => {
       const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Off" } })).body;
       const repo = await workRepo(authedUrl(project.repo_url, user.token));
       await repo.commit("apps", appFiles("v1"));
-      expect((await repo.push("main")).code).toBe(0);
+      await repo.pushed("main");
       const at = (path: string, method = "GET") =>
         call(api.url, method, `/v1/projects/${project.id}/apps${path}`, {
           token: user.token,

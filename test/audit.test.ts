@@ -46,7 +46,7 @@ describe.each(databaseKinds("postgres"))("the audit log: who did what and when, 
   async function topic(name: string): Promise<string> {
     await work.checkout(name, { create: true, from: "main" });
     await work.commit(name, { [`${name}.txt`]: `${name}\n` });
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     await work.checkout("main");
     return name;
   }
@@ -64,7 +64,7 @@ describe.each(databaseKinds("postgres"))("the audit log: who did what and when, 
     project = (await as("POST", "/v1/projects", { name: "Audited" })).body;
     work = await workRepo(authedUrl(project.repo_url, adminToken));
     await work.commit("initial", { "README.md": "hello\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
   });
   afterAll(async () => {
     await api?.stop();
@@ -202,7 +202,7 @@ describe.each(databaseKinds("postgres"))("acts that no REST call makes, and the 
   async function openCr(name: string) {
     await work.checkout(name, { create: true, from: "main" });
     await work.commit(name, { [`${name}.txt`]: `${name}\n` });
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     await work.checkout("main");
     return (await call(api.url, "POST", crs(), { token: user.token, body: { title: name, head_ref: name } })).body;
   }
@@ -214,7 +214,7 @@ describe.each(databaseKinds("postgres"))("acts that no REST call makes, and the 
     project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Queued" } })).body;
     work = await workRepo(authedUrl(project.repo_url, user.token));
     await work.commit("initial", { "README.md": "hello\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
   });
   afterAll(async () => {
     await api?.close();

@@ -28,7 +28,7 @@ describe.each(databaseKinds("postgres"))("change requests on a managed repositor
     await work.git(["fetch", "-q", "origin"]);
     await work.checkout(name, { create: true, from: `origin/${from}` });
     await work.commit(`work on ${name}`, files);
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     return name;
   }
 
@@ -53,7 +53,7 @@ describe.each(databaseKinds("postgres"))("change requests on a managed repositor
     bareDir = api.services.repos.managedDir(projectId);
     work = await workRepo(authedUrl(created.body.repo_url, user.token));
     await work.commit("initial", { "README.md": "hello\n", "conflict.txt": "one\ntwo\nthree\n", "gone.txt": "bye\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
   });
   afterAll(async () => {
     await api?.close();
@@ -185,7 +185,7 @@ describe.each(databaseKinds("postgres"))("change requests on a managed repositor
     await work.git(["rm", "-rq", "--cached", "."]);
     const name = `orphan-${counter}`;
     await work.commit("unrelated", { "other.txt": "x\n" });
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     const cr = (await open(name)).body;
     const preview = (await req("GET", `/${cr.cr_id}/merge-preview`)).body;
     expect(preview).toMatchObject({
@@ -212,7 +212,7 @@ describe.each(databaseKinds("postgres"))("change requests on a managed repositor
       "feature.txt": null,
       "msg.txt": "x\nmore\n",
     });
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     const cr = (await open(name)).body;
     const diff = (await req("GET", `/${cr.cr_id}/diff`)).body;
     const byPath = Object.fromEntries(diff.files.map((f: { path: string }) => [f.path, f]));
@@ -328,7 +328,7 @@ describe.each(databaseKinds("postgres"))("change requests on a managed repositor
     const cr = (await open(head)).body;
     const seen = cr.head_commit_sha;
     await work.commit("pushed after the review", { "unseen.txt": "unseen\n" });
-    expect((await work.push(head)).code).toBe(0);
+    await work.pushed(head);
     const mainBefore = await tip("main");
 
     expect((await req("POST", `/${cr.cr_id}/merge`, { head_sha: "abc123" })).status).toBe(400);

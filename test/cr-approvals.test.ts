@@ -36,7 +36,7 @@ async function approvalProject(api: TestApi) {
   const projectId: string = created.body.id;
   const work = await workRepo(authedUrl(created.body.repo_url, author.token));
   await work.commit("initial", { "README.md": "hello\n" });
-  expect((await work.push("main")).code).toBe(0);
+  await work.pushed("main");
   // Landed before any approval is asked for: from here on, every merge needs one.
   await work.commit("review", { "svc.toml": REVIEW_MANIFEST });
   await landOnDefault(api.url, author.token, projectId, work, "require approvals");
@@ -54,7 +54,7 @@ async function approvalProject(api: TestApi) {
     else await work.checkout(branch);
     branches += 1;
     await work.commit(`work ${branches} on ${branch}`, { [`${branch}.txt`]: `${branches}\n` });
-    expect((await work.push(branch)).code).toBe(0);
+    await work.pushed(branch);
   }
 
   return {

@@ -40,7 +40,7 @@ describe("svc cr checks and svc cr merge --auto (real CLI and API, seeded check 
     await work.git(["fetch", "-q", "origin"]);
     await work.checkout(branch, { create: true, from: "origin/main" });
     await work.commit(`work on ${branch}`, { [`${branch}.txt`]: `${branch}\n` });
-    expect((await work.push(branch)).code).toBe(0);
+    await work.pushed(branch);
     const opened = await call(api.url, "POST", `/v1/projects/${projectId}/change-requests`, {
       token: user.token,
       body: { title: `CR ${branch}`, head_ref: branch },
@@ -69,7 +69,7 @@ describe("svc cr checks and svc cr merge --auto (real CLI and API, seeded check 
     checks = seededChecks(api.services.sql, api.url, user.token, projectId);
     work = await workRepo(authedUrl(created.body.repo_url, user.token));
     await work.commit("initial", { "README.md": "hello\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
     // Landed before any CR: from here on, every merge needs these checks passed.
     await work.commit("checks", { "svc.toml": CHECKS_MANIFEST });
     await landOnDefault(api.url, user.token, projectId, work, "add checks");

@@ -102,7 +102,7 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     const broken = await repo.commit("a rule that fails", {
       "check.sh": `echo "checking with $CHECK_SECRET"\necho boom >&2\nexit 1\n`,
     });
-    expect((await repo.push("rule")).code).toBe(0);
+    await repo.pushed("rule");
     const n = await open("rule", "The rule");
 
     const [failed] = await settled(n, broken);
@@ -123,7 +123,7 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     expect((await sp.sessions()).body.sessions ?? (await sp.sessions()).body).toEqual([]);
 
     const fixed = await repo.commit("the real rule", { "check.sh": RULE });
-    expect((await repo.push("rule")).code).toBe(0);
+    await repo.pushed("rule");
     const [passed] = await settled(n, fixed);
     expect(passed).toMatchObject({ status: "passed", exit_code: 0 });
     expect(passed!.log).toContain("ok");
@@ -138,7 +138,7 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     for (const file of ["x", "y"]) {
       await repo.checkout(`add-${file}`, { create: true, from: "origin/main" });
       await repo.commit(`add ${file}`, { [`${file}.txt`]: `${file}\n` });
-      expect((await repo.push(`add-${file}`)).code).toBe(0);
+      await repo.pushed(`add-${file}`);
       branches[file] = await open(`add-${file}`, `Add ${file}`);
     }
     const [x, y] = [branches.x!, branches.y!];
@@ -235,7 +235,7 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     await repo.commit("a check with a timeout", {
       "svc.toml": `${MANIFEST}\n[[checks]]\nname = "hang"\nrun = "if [ -f hang.txt ]; then echo hanging; sleep 60; fi"\ntimeout = 3\n`,
     });
-    expect((await repo.push("hang-check")).code).toBe(0);
+    await repo.pushed("hang-check");
     const landing = await open("hang-check", "A check with a timeout");
     await settled(landing, (await cr(landing)).head_commit_sha!);
     expect((await api("POST", `/${landing}/merge`, {})).status).toBe(200);
@@ -243,7 +243,7 @@ describe("CR checks, the merge gate and the merge queue (real sandboxes)", () =>
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.checkout("hang", { create: true, from: "origin/main" });
     const head = await repo.commit("hang", { "hang.txt": "1\n" });
-    expect((await repo.push("hang")).code).toBe(0);
+    await repo.pushed("hang");
     const n = await open("hang", "Hangs");
     const runs = await settled(n, head);
     expect(runs.map((r) => r.name)).toEqual(["rules", "hang"]);

@@ -39,7 +39,7 @@ describe("SPEC CR rule 5: an open or closed CR reflects new commits pushed to th
       await work.git(["fetch", "-q", "origin"]);
       await work.checkout(head, { create: true, from: "origin/main" });
       await work.commit(`work on ${head}`, { [`${head}.txt`]: "1\n" });
-      expect((await work.push(head)).code).toBe(0);
+      await work.pushed(head);
       const opened = await req("POST", "", { title: `CR ${head}`, head_ref: head });
       expect(opened.status, JSON.stringify(opened.body)).toBe(201);
       return { head, cr: opened.body };
@@ -48,7 +48,7 @@ describe("SPEC CR rule 5: an open or closed CR reflects new commits pushed to th
     /** A new commit on the checked-out head branch, pushed through the API's git endpoint; returns its SHA. */
     async function pushMore(head: string, file: string) {
       const sha = await work.commit(`more on ${head}`, { [file]: "more\n" });
-      expect((await work.push(head)).code).toBe(0);
+      await work.pushed(head);
       return sha;
     }
 
@@ -61,7 +61,7 @@ describe("SPEC CR rule 5: an open or closed CR reflects new commits pushed to th
       bareDir = api.services.repos.managedDir(projectId);
       work = await workRepo(authedUrl(created.body.repo_url, user.token));
       await work.commit("initial", { "README.md": "hello\n" });
-      expect((await work.push("main")).code).toBe(0);
+      await work.pushed("main");
     });
     afterAll(async () => {
       await api?.close();

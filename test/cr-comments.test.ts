@@ -42,7 +42,7 @@ describe("CR comments: general and line comments, who may write them, and prompt
       await work.git(["fetch", "-q", "origin"]);
       await work.checkout(head, { create: true, from: "origin/main" });
       await work.commit(`work on ${head}`, files);
-      expect((await work.push(`HEAD:refs/heads/${head}`)).code).toBe(0);
+      await work.pushed(`HEAD:refs/heads/${head}`);
       const opened = await req("POST", "", { title: `CR ${head}`, head_ref: head, session_id: sessionId });
       expect(opened.status, JSON.stringify(opened.body)).toBe(201);
       expect(opened.body.origin_session_id).toBe(sessionId ?? null);
@@ -65,7 +65,7 @@ describe("CR comments: general and line comments, who may write them, and prompt
       projectId = created.body.id;
       work = await workRepo(authedUrl(created.body.repo_url, user.token));
       await work.commit("initial", { "app.txt": APP, "old.txt": "old\n" });
-      expect((await work.push("main")).code).toBe(0);
+      await work.pushed("main");
       crs.topic = await openCr("topic", { "app.txt": APP_EDITED, "new.txt": "new\n", "old.txt": null });
       agent = await seedLiveSandbox(api.services.sql, user, projectId, { tokens: api.services.tokens });
       crs.own = await openCr(agent.sessionId, { "agent.txt": "from the agent\n" }, agent.sessionId);
@@ -101,7 +101,7 @@ describe("CR comments: general and line comments, who may write them, and prompt
       // The head moves: a new comment records the new head, the earlier ones keep theirs.
       await work.checkout("topic");
       const moved = await work.commit("more", { "new.txt": "new\nand more\n" });
-      expect((await work.push("topic")).code).toBe(0);
+      await work.pushed("topic");
       const later = await req("POST", `/${crs.topic}/comments`, { body: "And now?", path: "new.txt", line: 2 });
       expect(later.status, JSON.stringify(later.body)).toBe(201);
       expect(later.body.head_sha).toBe(moved);

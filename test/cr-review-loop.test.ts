@@ -248,7 +248,7 @@ describe("the review loop: comments to the CR's agent, whose pushes update the s
     await work.git(["fetch", "-q", "origin"]);
     await work.checkout("topic", { create: true, from: "origin/main" });
     await work.commit("topic", { "conflict.txt": "one\nTWO from topic\nthree\n" });
-    expect((await work.push("topic")).code).toBe(0);
+    await work.pushed("topic");
     const opened = await rest("POST", "/change-requests", { title: "Topic", head_ref: "topic" });
     expect(opened.status).toBe(201);
     const n = opened.body.number as number;

@@ -39,7 +39,7 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     await work.git(["fetch", "-q", "origin"]);
     await work.checkout(name, { create: true, from: "origin/main" });
     await work.commit(`work on ${name}`, files);
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     const created = await rest("POST", `/v1/projects/${projectId}/change-requests`, {
       title: `CR ${name}`,
       head_ref: name,
@@ -64,7 +64,7 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
       "svc.toml":
         '[env]\nAPI_KEY = { required = true, description = "the model key" }\nSENTRY_DSN = "errors"\n\n[[triggers]]\nslug = "nightly"\nschedule = "0 3 * * *"\nprompt = "tidy up"\n',
     });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
     expect(
       (await rest("PUT", `/v1/projects/${projectId}/secrets`, { secrets: { SENTRY_DSN: "https://x" } })).status,
     ).toBe(200);
@@ -289,7 +289,7 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     await expect(page.locator("details.file").textContent()).resolves.toContain("+reviewed");
     // The agent pushes once more while the person reads the page.
     await work.commit("unreviewed", { "late.txt": "reviewed\nunseen\n" });
-    expect((await work.push("late")).code).toBe(0);
+    await work.pushed("late");
     const mainBefore = (await rest("GET", `/v1/projects/${projectId}/change-requests/${late}`)).body.change_request
       .base_commit_sha;
 

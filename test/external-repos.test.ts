@@ -31,7 +31,7 @@ describe("change requests on an external repository (any git URL)", () => {
     user = await seedUser(api.services);
     ({ server, origin, url: originUrl, dev } = await hostedRepository("upstream repo.git", { defaultBranch: "trunk" }));
     await dev.commit("initial", { "app.txt": "v1\n" });
-    expect((await dev.push("trunk")).code).toBe(0);
+    await dev.pushed("trunk");
     const created = await call(api.url, "POST", "/v1/projects", {
       token: user.token,
       body: { name: "Upstream", repo_url: originUrl, default_branch: "trunk" },
@@ -53,7 +53,7 @@ describe("change requests on an external repository (any git URL)", () => {
   it("sees a branch pushed straight to the origin, then fast-forwards the origin on merge", async () => {
     await dev.checkout("feature", { create: true });
     const head = await dev.commit("feature", { "feature.txt": "f\n" });
-    expect((await dev.push("feature")).code).toBe(0);
+    await dev.pushed("feature");
     const cr = (await crs("", "POST", { title: "Feature", head_ref: "feature" })).body;
     expect(cr).toMatchObject({ base_ref: "trunk", head_commit_sha: head });
     const merged = await crs(`/${cr.cr_id}/merge`, "POST");
@@ -66,11 +66,11 @@ describe("change requests on an external repository (any git URL)", () => {
     await dev.git(["fetch", "-q", "origin"]);
     await dev.checkout("side", { create: true, from: "origin/trunk" });
     const side = await dev.commit("side", { "side.txt": "s\n" });
-    expect((await dev.push("side")).code).toBe(0);
+    await dev.pushed("side");
     await dev.checkout("trunk");
     await dev.git(["reset", "-q", "--hard", "origin/trunk"]);
     const moved = await dev.commit("trunk moves", { "trunk.txt": "t\n" });
-    expect((await dev.push("trunk")).code).toBe(0);
+    await dev.pushed("trunk");
 
     const cr = (await crs("", "POST", { title: "Side", head_ref: "side" })).body;
     expect(cr.base_commit_sha).toBe(moved);
@@ -97,7 +97,7 @@ describe("change requests on an external repository (any git URL)", () => {
     await dev.checkout("trunk");
     await dev.git(["reset", "-q", "--hard", "origin/trunk"]);
     const theirs = await dev.commit("someone else lands first", { "race.txt": "r\n" });
-    expect((await dev.push("trunk")).code).toBe(0);
+    await dev.pushed("trunk");
 
     expect(await repos.updateBranch(project, "trunk", ours, staleBase)).toBe(false);
     expect(await originTip("trunk")).toBe(theirs);
@@ -137,7 +137,7 @@ describe("change requests on an external repository (any git URL)", () => {
     await pusher.commit("private", { "secret.txt": "s\n" });
     await pusher.checkout("topic", { create: true });
     await pusher.commit("topic", { "topic.txt": "t\n" });
-    expect((await pusher.push("main", "topic")).code).toBe(0);
+    await pusher.pushed("main", "topic");
 
     const mirror = (
       await call(api.url, "POST", "/v1/projects", {

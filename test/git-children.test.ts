@@ -52,7 +52,7 @@ describe("git's processes end with the request (real git clients, a real API)", 
     }
     const repo = await workRepo(authedUrl(project.repo_url, user.token));
     await repo.commit("near-copies", files);
-    expect((await repo.push("main")).code).toBe(0);
+    await repo.pushed("main");
     dir = api.services.repos.managedDir(project.id);
     // Stored whole (the push arrived deltified, and upload-pack would reuse those deltas as they are).
     await git(["repack", "-a", "-d", "-F", "--window=0"], { dir });

@@ -87,7 +87,7 @@ describe("managed repositories over git smart HTTP", () => {
     expect(await tip(projectA.id, "main")).toBe(mainTip);
 
     // The same commits land on a branch of the person's own, which git treats as usual (a rewrite included).
-    expect((await repo.push("main:refs/heads/alice/ship")).code).toBe(0);
+    await repo.pushed("main:refs/heads/alice/ship");
     await repo.git(["commit", "-q", "--amend", "-m", "owner ships, reworded"]);
     expect((await repo.git(["push", "-q", "--force", "origin", "main:alice/ship"], { reject: false })).code).toBe(0);
     expect(await tip(projectA.id, "alice/ship")).toBe(await repo.sha("HEAD"));
@@ -98,7 +98,7 @@ describe("managed repositories over git smart HTTP", () => {
     expect(ok).toBe(true);
     await repo.checkout("script-1", { create: true, from: "origin/main" });
     const first = await repo.commit("script work", { "script.txt": "1\n" });
-    expect((await repo.push("HEAD:refs/heads/script-1")).code).toBe(0);
+    await repo.pushed("HEAD:refs/heads/script-1");
     expect(await tip(projectA.id, "script-1")).toBe(first);
 
     const toMain = await repo.push("HEAD:refs/heads/main");
@@ -123,7 +123,7 @@ describe("managed repositories over git smart HTTP", () => {
       await repo.commit("via credential");
       // A credential the sandbox's service key got pushes that sandbox's session branch and nothing else.
       const branch = token === serviceKey ? sessionId : `cred-${i}`;
-      expect((await repo.push(`HEAD:refs/heads/${branch}`)).code).toBe(0);
+      await repo.pushed(`HEAD:refs/heads/${branch}`);
       expect((await repo.push("HEAD:refs/heads/main")).code).not.toBe(0);
       // The credential is for git only, and only for its project.
       expect((await call(api.url, "GET", `/v1/projects/${projectA.id}`, { token: res.body.password })).status).toBe(

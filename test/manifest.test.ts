@@ -32,7 +32,7 @@ describe.each(databaseKinds("pglite"))("the manifest in force is the default bra
     await work.git(["fetch", "-q", "origin"]);
     await work.checkout(name, { create: true, from: "origin/main" });
     await work.commit(`svc.toml ${counter}`, { "svc.toml": toml });
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     return name;
   }
 
@@ -51,7 +51,7 @@ describe.each(databaseKinds("pglite"))("the manifest in force is the default bra
     projectId = created.body.id;
     work = await workRepo(authedUrl(created.body.repo_url, user.token));
     await work.commit("initial", { "README.md": "hello\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
     env = { ...cliHome().env, SVC_CLI_TOKEN: user.token, SVC_API_URL: `${api.url}/v1`, SVC_PROJECT_ID: projectId };
   });
   afterAll(async () => {

@@ -26,7 +26,7 @@ describe.each(databaseKinds("postgres"))("plans: each account's session cap (%s)
     // A default branch to cut session branches from: a session gets as far as its sandbox, which never comes.
     const work = await workRepo(authedUrl(project.body.repo_url, user.token));
     await work.commit("initial", { "README.md": "hello\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
     const [row] = await db.sql.query<{ slug: string }>("select slug from accounts where id = $1", [user.accountId]);
     return { user, projectId: project.body.id, slug: row!.slug };
   }

@@ -46,7 +46,7 @@ describe.each(databaseKinds("postgres"))("roles on a project (%s)", (kind) => {
     await work.git(["fetch", "-q", "origin"]);
     await work.checkout(name, { create: true, from: "origin/main" });
     await work.commit(name, { [`${name}.txt`]: `${name}\n` });
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     const opened = await as(opener).post("/change-requests", { title: name, head_ref: name });
     expect(opened.status, JSON.stringify(opened.body)).toBe(201);
     return opened.body.number;
@@ -66,7 +66,7 @@ describe.each(databaseKinds("postgres"))("roles on a project (%s)", (kind) => {
       "README.md": "hello\n",
       "svc.toml": '[[triggers]]\nslug = "nightly"\nschedule = "0 3 * * *"\nprompt = "Upgrade"\n',
     });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
   });
   afterAll(async () => {
     await api?.close();
@@ -156,7 +156,7 @@ describe.each(databaseKinds("postgres"))("roles on a project (%s)", (kind) => {
     await asMember.git(["fetch", "-q", "origin", "main"]);
     await asMember.checkout("from-member", { create: true, from: "FETCH_HEAD" });
     await asMember.commit("member's", { "member.txt": "yes\n" });
-    expect((await asMember.push("from-member")).code).toBe(0);
+    await asMember.pushed("from-member");
   });
 
   /** A dashboard page or form post as `person`'s browser. */

@@ -36,15 +36,15 @@ describe("the sandbox's clone: its branches only, old contents on demand (real d
       versions.push(randomBytes(20_000).toString("hex"));
       await repo.commit(`version ${i}`, { "big.txt": `${versions[i]}\n` });
     }
-    expect((await repo.push("main")).code).toBe(0);
+    await repo.pushed("main");
     await repo.checkout("other", { create: true });
     await repo.commit("elsewhere", { "other.txt": "not for this session\n" });
     await repo.git(["tag", "v1"]);
-    expect((await repo.push("other", "v1")).code).toBe(0);
+    await repo.pushed("other", "v1");
     await repo.checkout("main");
 
     const sandbox = await seedLiveSandbox(db.sql, user, project.id);
-    expect((await repo.push(`main:refs/heads/${sandbox.sessionId}`)).code).toBe(0);
+    await repo.pushed(`main:refs/heads/${sandbox.sessionId}`);
     // Inside the checkout: the credential helper is this daemon run by `node --import tsx` in the workspace, which
     // finds tsx from there (in a sandbox it is the bundle).
     mkdirSync(SCRATCH, { recursive: true });

@@ -78,7 +78,7 @@ describe("project secrets: API and CLI", () => {
     await work.commit("manifest", {
       "svc.toml": "[env]\nOPENAI_API_KEY = { required = true }\nDB_PASSWORD = { required = true }\n",
     });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
     const ls = await svc(["secrets", "ls"], { env, cwd });
     expect(ls.code, ls.stderr).toBe(0);
     expect(ls.stdout).toMatch(/OPENAI_API_KEY\tMISSING \(required\)/);

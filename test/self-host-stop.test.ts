@@ -79,7 +79,7 @@ describe("POST /v1/admin/sessions/stop (the installation's administrator, every 
     const bobs = (await call(sp.api.url, "POST", "/v1/projects", { token: bob.token, body: { name: "Bob's" } })).body;
     const repo = await workRepo(authedUrl(bobs.repo_url, bob.token));
     await repo.commit("initial", { "README.md": "bob\n" });
-    expect((await repo.push("main")).code).toBe(0);
+    await repo.pushed("main");
     const admin = await sp.api.services.accounts.createUserWithAccount({
       email: `root-${randomUUID()}@example.test`,
       name: "root",

@@ -68,7 +68,7 @@ describe.each(databaseKinds("postgres"))("the session cap counts every start (%s
     expect(created.status).toBe(201);
     const work = await workRepo(authedUrl(created.body.repo_url, user.token));
     await work.commit("manifest", { "svc.toml": MANIFEST });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
     return { user, projectId: created.body.id };
   }
 

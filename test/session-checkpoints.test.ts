@@ -102,7 +102,7 @@ describe("session checkpoints: unsaved work survives a stop into the next sandbo
     await repo.git(["fetch", "-q", "origin", id]);
     await repo.git(["checkout", "-q", "-b", "work", "FETCH_HEAD"]);
     await repo.commit("a person's fix", { "FIX.md": "fixed\n" });
-    expect((await repo.push(`HEAD:refs/heads/${id}`)).code).toBe(0);
+    await repo.pushed(`HEAD:refs/heads/${id}`);
 
     await restart();
     expect(await sh("test -e draft2.txt && echo kept || echo gone; git log -1 --format=%s")).toBe(

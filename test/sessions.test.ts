@@ -320,7 +320,7 @@ describe("sessions on real Docker", () => {
     await repo.commit("bad dockerfile", {
       ".svc/Dockerfile": "ARG SVC_BASE_IMAGE\nFROM $SVC_BASE_IMAGE\nRUN echo building-step && exit 3\n",
     });
-    expect((await repo.push("broken-image")).code).toBe(0);
+    await repo.pushed("broken-image");
     const created = await sessions("", "POST", { base_ref: "broken-image" });
     const session = await waitStatus(created.body.session_id, ["failed", "running"]);
     expect(session.error).toBeNull();

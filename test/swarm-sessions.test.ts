@@ -270,7 +270,7 @@ describe("sessions on Docker Swarm: each sandbox a service of one task, reached 
         .body;
       const repo = await workRepo(authedUrl(fenced.repo_url, user.token));
       await repo.commit("egress list", { "svc.toml": `[sandbox]\negress = ["allowed.localhost:${ports[0]}"]\n` });
-      expect((await repo.push("main")).code).toBe(0);
+      await repo.pushed("main");
       const created = await call(api.url, "POST", `/v1/projects/${fenced.id}/sessions`, {
         token: user.token,
         body: {},

@@ -69,7 +69,7 @@ describe.each(databaseKinds("pglite"))("a trigger's last_fired_at moves only whe
     projectId = created.body.id;
     const work = await workRepo(authedUrl(created.body.repo_url, user.token));
     await work.commit("manifest", { "svc.toml": MANIFEST });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
   });
   afterAll(async () => {
     await api?.close();

@@ -72,7 +72,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
         )
         .join("\n"),
     });
-    expect((await repo.push("main")).code).toBe(0);
+    await repo.pushed("main");
 
     // Both processes run their background work; one leads and alone schedules.
     const clusters: Record<string, Cluster> = {
@@ -171,7 +171,7 @@ describe("trigger firings with two API processes on one PostgreSQL (real server,
       await repo.commit("more", {
         "svc.toml": `${current}\n[[triggers]]\nslug = "yearly"\nschedule = "0 0 1 1 *"\nprompt = "y"\n`,
       });
-      expect((await repo.push("more")).code).toBe(0);
+      await repo.pushed("more");
       const opts = { token: user.token, body: { title: "more", head_ref: "more" } };
       const cr = await call(standby.url, "POST", `/v1/projects/${project.id}/change-requests`, opts);
       const merged = await call(

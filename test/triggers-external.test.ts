@@ -35,7 +35,7 @@ describe("triggers of an external repository (real git host)", () => {
     ({ server, origin } = hosted);
     const dev = hosted.dev;
     await dev.commit("manifest", { "svc.toml": MANIFEST });
-    expect((await dev.push("trunk")).code).toBe(0);
+    await dev.pushed("trunk");
     project = (
       await call(api.url, "POST", "/v1/projects", {
         token: user.token,

@@ -44,7 +44,7 @@ describe("triggers: manifest on the default branch -> scheduler -> sessions (rea
     await repo.git(["fetch", "-q", "origin", "main"]);
     await repo.checkout(branch, { create: true, from: "origin/main" });
     await repo.commit(`${branch}`, files);
-    expect((await repo.push(branch)).code).toBe(0);
+    await repo.pushed(branch);
   }
   async function merge(number: number, expectSlugs: (slugs: string[]) => boolean) {
     const res = await api("POST", `/change-requests/${number}/merge`, {});

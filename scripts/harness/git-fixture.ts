@@ -82,8 +82,13 @@ export async function workRepo(remote: string, options: { defaultBranch?: string
       else if (options.create) await run(["checkout", "-q", "-b", branch, ...(options.from ? [options.from] : [])]);
       else await run(["checkout", "-q", branch]);
     },
+    /** A push that may be refused: its exit code and git's words. */
     push(...refspecs: string[]) {
       return run(["push", "-q", "origin", ...refspecs], { reject: false });
+    },
+    /** A push that must land: a refusal throws with git's words, so a failed test says why. */
+    async pushed(...refspecs: string[]) {
+      await run(["push", "-q", "origin", ...refspecs]);
     },
     async sha(ref: string) {
       return (await run(["rev-parse", ref])).stdout.trim();

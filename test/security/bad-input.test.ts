@@ -109,10 +109,10 @@ describe("bad input is a 4xx that changes nothing (issue 10, item 4)", () => {
     projectId = project.body.id;
     const work = await workRepo(authedUrl(project.body.repo_url, token));
     await work.commit("initial", { "README.md": "hello\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
     await work.checkout("feature", { create: true });
     await work.commit("feature work", { "feature.txt": "x\n" });
-    expect((await work.push("feature")).code).toBe(0);
+    await work.pushed("feature");
     const cr = await call(api.url, "POST", `/v1/projects/${projectId}/change-requests`, {
       token,
       body: { title: "the one CR", head_ref: "feature" },

@@ -37,7 +37,7 @@ describe("the git relay of an external repository", () => {
     alice = await seedUser(api.services, "alice");
     ({ server, origin, dev } = await hostedRepository("private.git", { defaultBranch: "trunk", token: REMOTE_TOKEN }));
     await dev.commit("initial", { "app.txt": "v1\n" });
-    expect((await dev.push("trunk", "trunk:refs/heads/people/bob")).code).toBe(0);
+    await dev.pushed("trunk", "trunk:refs/heads/people/bob");
     project = (
       await call(api.url, "POST", "/v1/projects", {
         token: alice.token,
@@ -85,7 +85,7 @@ describe("the git relay of an external repository", () => {
     await dev.git(["fetch", "-q", "origin"]);
     await dev.checkout("trunk");
     const moved = await dev.commit("trunk moves on the host", { "host.txt": "h\n" });
-    expect((await dev.push("trunk")).code).toBe(0);
+    await dev.pushed("trunk");
     await sandbox.git(["fetch", "-q", "origin"]);
     expect(await sandbox.sha("origin/trunk")).toBe(moved);
   });
@@ -123,7 +123,7 @@ describe("the git relay of an external repository", () => {
     await dev.git(["fetch", "-q", "origin"]);
     await dev.checkout("host-side", { create: true, from: `origin/${sessionId}` });
     const theirs = await dev.commit("pushed on the host", { "theirs.txt": "t\n" });
-    expect((await dev.push(`HEAD:refs/heads/${sessionId}`)).code).toBe(0);
+    await dev.pushed(`HEAD:refs/heads/${sessionId}`);
 
     const ours = await sandbox.commit("ours", { "ours.txt": "o\n" });
     const pushed = await sandbox.push(`HEAD:refs/heads/${sessionId}`);

@@ -119,7 +119,7 @@ describe("sandboxes reach the API on the host and nothing else of it; [sandbox] 
     await repo.commit("egress list", {
       "svc.toml": `[sandbox]\negress = ["allowed.localhost:${allowedPort}"]\n`,
     });
-    expect((await repo.push("main")).code).toBe(0);
+    await repo.pushed("main");
 
     await Promise.all([startSession(sandboxed.project.id, open), startSession(listed.id, fenced)]);
   }, 300_000);

@@ -46,7 +46,7 @@ describe("a hostile page in a preview against the signed-in dashboard", () => {
     await work.git(["fetch", "-q", "origin", "main"]);
     await work.checkout("agent-work", { create: true, from: "FETCH_HEAD" });
     await work.commit("the agent's change", { "agent.txt": "unreviewed\n" });
-    expect((await work.push("agent-work")).code).toBe(0);
+    await work.pushed("agent-work");
     const opened = await call(sp.api.url, "POST", `/v1/projects/${sp.project.id}/change-requests`, {
       token: sp.user.token,
       body: { title: "Agent work", head_ref: "agent-work" },

@@ -37,14 +37,14 @@ describe("sandbox push rules (managed repositories)", () => {
     project = (await call(api.url, "POST", "/v1/projects", { token: alice.token, body: { name: "Rules" } })).body;
     owner = await workRepo(authedUrl(project.repo_url, alice.token));
     await owner.commit("initial", { "README.md": "hello\n" });
-    expect((await owner.push("main", "main:refs/heads/other")).code).toBe(0);
+    await owner.pushed("main", "main:refs/heads/other");
 
     // A session as the orchestrator makes one: its branch cut from main, a sandbox with a service key and the
     // session's own project token.
     const live = await seedLiveSandbox(db.sql, alice, project.id, { tokens: api.services.tokens });
     ({ sessionId, serviceKey } = live);
     sessionToken = live.sessionToken!;
-    expect((await owner.push(`main:refs/heads/${sessionId}`)).code).toBe(0);
+    await owner.pushed(`main:refs/heads/${sessionId}`);
   });
   afterAll(async () => {
     await api?.close();
@@ -54,9 +54,9 @@ describe("sandbox push rules (managed repositories)", () => {
   it("lets a sandbox push only its session branch, forward: no other branch, tag, namespace, deletion or rewrite", async () => {
     const sandbox = await sandboxRepo();
     const first = await sandbox.commit("agent work", { "agent.txt": "1\n" });
-    expect((await sandbox.push(`HEAD:refs/heads/${sessionId}`)).code).toBe(0);
+    await sandbox.pushed(`HEAD:refs/heads/${sessionId}`);
     const second = await sandbox.commit("more", { "agent.txt": "2\n" });
-    expect((await sandbox.push(`HEAD:refs/heads/${sessionId}`)).code).toBe(0);
+    await sandbox.pushed(`HEAD:refs/heads/${sessionId}`);
     expect(await ref(`refs/heads/${sessionId}`)).toBe(second);
 
     await sandbox.git(["tag", "v1"]);
@@ -94,7 +94,7 @@ describe("sandbox push rules (managed repositories)", () => {
   it("treats the session's project token as that sandbox, and a credential of a person as that person", async () => {
     const sandbox = await cloned(authedUrl(project.repo_url, sessionToken));
     const mine = await sandbox.commit("via token", { "token.txt": "1\n" });
-    expect((await sandbox.push(`HEAD:refs/heads/${sessionId}`)).code).toBe(0);
+    await sandbox.pushed(`HEAD:refs/heads/${sessionId}`);
     expect(await ref(`refs/heads/${sessionId}`)).toBe(mine);
     expect((await sandbox.push("HEAD:refs/heads/token-branch")).code).not.toBe(0);
     expect((await sandbox.push(":refs/heads/other")).code).not.toBe(0);
@@ -106,10 +106,10 @@ describe("sandbox push rules (managed repositories)", () => {
     const person = await cloned(authedUrl(project.repo_url, cred.body.password, cred.body.username));
     const theirs = await person.commit("by hand", { "hand.txt": "1\n" });
     await person.git(["tag", "hand-v1"]);
-    expect((await person.push("HEAD:refs/heads/alice/topic", "hand-v1")).code).toBe(0);
+    await person.pushed("HEAD:refs/heads/alice/topic", "hand-v1");
     expect(await ref("refs/heads/alice/topic")).toBe(theirs);
     expect(await ref("refs/tags/hand-v1")).not.toBe("");
-    expect((await person.push(":refs/heads/alice/topic")).code).toBe(0);
+    await person.pushed(":refs/heads/alice/topic");
     const toMain = await person.push("HEAD:refs/heads/main");
     expect(toMain.code).not.toBe(0);
     expect(toMain.stderr).toMatch(/svc cr open/);
@@ -138,7 +138,7 @@ describe("sandbox push rules (managed repositories)", () => {
 
     const person = await workRepo(authedUrl(fresh.repo_url, alice.token));
     const first = await person.commit("first ship");
-    expect((await person.push("main")).code).toBe(0);
+    await person.pushed("main");
     const dir = api.services.repos.managedDir(fresh.id);
     expect((await git(["rev-parse", "refs/heads/main"], { dir })).stdout.trim()).toBe(first);
   });

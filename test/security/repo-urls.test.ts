@@ -45,7 +45,7 @@ describe("no project reaches another project's repository through its repo_url",
     victimMain = await work.commit("initial", { "README.md": "hello\n" });
     await work.checkout("topic", { create: true });
     await work.commit("topic", { "topic.txt": "t\n" });
-    expect((await work.push("main", "topic")).code).toBe(0);
+    await work.pushed("main", "topic");
   });
   afterAll(async () => {
     await api?.close();
@@ -225,10 +225,10 @@ describe("repository URLs reach only what the stack allows, with the credentials
     await dev.commit("initial", { "README.md": "up\n" });
     await dev.checkout("topic", { create: true });
     await dev.commit("topic", { "topic.txt": "t\n" });
-    expect((await dev.push("main", "topic")).code).toBe(0);
+    await dev.pushed("main", "topic");
     const other = await workRepo(join(root, "other.git"));
     await other.commit("initial", { "README.md": "other\n" });
-    expect((await other.push("main", "main:topic")).code).toBe(0);
+    await other.pushed("main", "main:topic");
   });
   afterAll(async () => {
     for (const server of extra) await server.close();
@@ -316,7 +316,7 @@ describe("repository URLs reach only what the stack allows, with the credentials
 
     // The origin moves; the API that no longer allows the host neither sees it nor connects to ask.
     const moved = await dev.commit("more", { "more.txt": "m\n" });
-    expect((await dev.push("topic")).code).toBe(0);
+    await dev.pushed("topic");
     const requests = host.seen.length;
     const read = await call(api.url, "GET", `${crs}/${cr.body.cr_id}`, { token: user.token });
     expect(read.status).toBe(200);

@@ -56,7 +56,7 @@ describe("an agent's writes from inside a real sandbox", () => {
     const hosted = await hostedRepository("private.git", { defaultBranch: "trunk", token: REMOTE_TOKEN });
     ({ server, origin } = hosted);
     await hosted.dev.commit("initial", { "README.md": "upstream\n" });
-    expect((await hosted.dev.push("trunk", "trunk:refs/heads/people/bob")).code).toBe(0);
+    await hosted.dev.pushed("trunk", "trunk:refs/heads/people/bob");
     external = (
       await call(stack.api.url, "POST", "/v1/projects", {
         token: stack.user.token,

@@ -44,7 +44,7 @@ describe.each(databaseKinds("pglite"))("what a session's credentials may do, and
     await work.git(["fetch", "-q", "origin"]);
     await work.checkout(name, { create: true, from: "origin/main" });
     await work.commit(name, { [`${name}.txt`]: `${name}\n` });
-    expect((await work.push(name)).code).toBe(0);
+    await work.pushed(name);
     return name;
   }
 
@@ -90,7 +90,7 @@ describe.each(databaseKinds("pglite"))("what a session's credentials may do, and
     project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name: "Guarded" } })).body;
     work = await workRepo(authedUrl(project.repo_url, user.token));
     await work.commit("initial", { "README.md": "hello\n" });
-    expect((await work.push("main")).code).toBe(0);
+    await work.pushed("main");
   });
   afterAll(async () => {
     await api?.close();

@@ -1,5 +1,4 @@
 import type Docker from "dockerode";
-import { expect } from "vitest";
 import type { SandboxSettings } from "../../api/app-options.ts";
 import { joinCluster } from "../../orchestrator/cluster.ts";
 import type { SandboxDriver } from "../../orchestrator/sandbox/driver.ts";
@@ -52,7 +51,7 @@ export async function startSandboxedProject(
   const project = (await call(api.url, "POST", "/v1/projects", { token: user.token, body: { name } })).body;
   const repo = await workRepo(authedUrl(project.repo_url, user.token));
   await repo.commit("initial", { "README.md": "hi\n" });
-  expect((await repo.push("main")).code).toBe(0);
+  await repo.pushed("main");
   return {
     docker,
     db,
