@@ -121,6 +121,26 @@ describe("the process spawner", () => {
     expect(existsSync(marker)).toBe(false);
   });
 
+  it("ends the commands still running when its caller dies: a merge's ref write never lands after it", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "svc-spawner-")));
+    const marker = join(dir, "ran");
+    const started = join(dir, "started");
+    const script = `import { createProcessSpawner } from "./orchestrator/process-spawner.ts";
+      void createProcessSpawner().run({ file: "sh", args: ["-c", ${JSON.stringify(`touch ${started}; sleep 1.5; touch ${marker}`)}] });
+      setInterval(() => {}, 1000);`;
+    const caller = execa(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: new URL("..", import.meta.url).pathname,
+      reject: false,
+      timeout: 20_000,
+      stderr: "ignore",
+    });
+    await expect.poll(() => existsSync(started), { timeout: 15_000 }).toBe(true);
+    caller.kill("SIGKILL");
+    await caller;
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(existsSync(marker)).toBe(false);
+  });
+
   it("keeps its process alive while a command runs and not after: a script that awaits one prints and exits", async () => {
     const script = `import { createProcessSpawner } from "./orchestrator/process-spawner.ts";
       createProcessSpawner().run({ file: "sh", args: ["-c", "sleep 0.3; echo done"] }).then((r) => process.stdout.write(r.stdout));`;

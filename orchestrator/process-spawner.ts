@@ -74,9 +74,15 @@ const { createServer, connect } = require("node:net");
 const { mkdtempSync, rmSync } = require("node:fs");
 const { join } = require("node:path");
 const { tmpdir } = require("node:os");
-process.on("disconnect", () => process.exit(0));
-// A command read after the caller died is not started: one that would move a branch must not land after another
-// process has judged the caller's unfinished work (its merge intent, say) by the branch as it was.
+// The caller's commands end with it. One that would move a branch (a merge's update-ref) must not land after
+// another process has judged the caller's unfinished work (its merge intent) by the branch as it was: SIGTERM, on
+// which git removes its lock files and leaves the ref as it found it, unless the ref was already written.
+const running = new Set();
+process.on("disconnect", () => {
+  for (const end of running) end();
+  process.exit(0);
+});
+// A command read after the caller died is not started, for the same reason.
 const parent = process.ppid;
 const orphaned = () => process.ppid !== parent && process.exit(0);
 let pairs;
@@ -116,6 +122,9 @@ function run(m) {
     failure = e.message;
     return finish(null);
   }
+  const end = () => child.kill("SIGTERM");
+  running.add(end);
+  child.on("exit", () => running.delete(end));
   timer = setTimeout(() => { failure = "timed out after " + m.timeoutMs + " ms"; child.kill(); }, m.timeoutMs);
   const collect = (chunks) => (chunk) => {
     size += chunk.length;
@@ -148,6 +157,9 @@ async function stream(m) {
     process.send({ id: m.id, kind: "exited", exitCode: null, failure: e.message });
   });
   if (child.pid === undefined) return;
+  const end = () => { try { process.kill(-child.pid, "SIGTERM"); } catch {} };
+  running.add(end);
+  child.on("exit", () => running.delete(end));
   process.send({ id: m.id, kind: "started", pid: child.pid }, outer);
   child.stderr.on("data", (chunk) => process.send({ id: m.id, kind: "stderr", chunk: chunk.toString() }));
   child.on("close", (code) => {

@@ -99,8 +99,17 @@ async function audit(bare: string, rows: CrRow[], tips: Map<string, string>, mer
     if (!landed) problems.push(`#${cr.number} is merged but its head ${tip} is not on main`);
     else if (cr.merge_commit_sha !== landed.commit)
       problems.push(`#${cr.number} is merged as ${cr.merge_commit_sha}, main took it in as ${landed.commit}`);
-    else if (cr.head_commit_sha !== tip || cr.base_commit_sha !== landed.base || cr.merged_by !== mergedBy)
-      problems.push(`#${cr.number} has the wrong head, base or merger recorded`);
+    else {
+      const wrong = [
+        ["head", cr.head_commit_sha, tip],
+        ["base", cr.base_commit_sha, landed.base],
+        ["merger", cr.merged_by, mergedBy],
+      ].filter(([, got, want]) => got !== want);
+      if (wrong.length > 0) {
+        const said = wrong.map(([field, got, want]) => `${field} ${got} where main says ${want}`).join(", ");
+        problems.push(`#${cr.number} has the wrong ${said}`);
+      }
+    }
   }
   for (const [commit, first] of chain) {
     if (first && !recorded.has(commit!)) problems.push(`main's ${commit} is no CR's merge commit`);

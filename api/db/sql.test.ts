@@ -1,5 +1,11 @@
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { lockDataDir } from "./pglite-lock.ts";
 import { openSql, type Sql } from "./sql.ts";
 
 // The port prepares PGlite statements itself; PGlite's own query() is the reference for what callers get back.
@@ -77,5 +83,64 @@ describe("the Sql port on PGlite", () => {
       Array.from({ length: 600 }, (_, i) => sql.query<{ v: number }>(`select $1::int + ${i} as v`, [1])),
     );
     expect(rows.map((r) => r[0]!.v)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1));
+  });
+});
+
+// One process at a time on an embedded data directory: two each write it as if alone, and one's rows are lost.
+describe("an embedded data directory is opened by one process at a time", () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-pglite-lock-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("refuses a second opener, naming the holder, and leaves the first working", async () => {
+    const first = await openSql({ pgliteDir: join(dir, "one") });
+    await first.exec("create table kept (n int)");
+    await expect(openSql({ pgliteDir: join(dir, "one", ".") })).rejects.toThrow(
+      `the embedded database in ${join(dir, "one", ".")} is in use by another process (pid ${process.pid})`,
+    );
+    await first.query("insert into kept values (1)");
+    await first.close();
+    const again = await openSql({ pgliteDir: join(dir, "one") });
+    expect(await again.query("select n from kept")).toEqual([{ n: 1 }]);
+    await again.close();
+  });
+
+  it("is free again once its holder dies, a SIGKILL included", async () => {
+    const held = join(dir, "two");
+    mkdirSync(held);
+    const holder = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "-e",
+        `import("./api/db/pglite-lock.ts").then((m) => m.lockDataDir(${JSON.stringify(held)}))` +
+          `.then(() => { console.log("held"); setInterval(() => {}, 1000); })`,
+      ],
+      { cwd: fileURLToPath(new URL("../..", import.meta.url)), stdio: ["ignore", "pipe", "inherit"] },
+    );
+    await new Promise((resolve) => holder.stdout!.once("data", resolve));
+    await expect(lockDataDir(held)).rejects.toThrow(`in use by another process (pid ${holder.pid})`);
+    const exited = new Promise((resolve) => holder.once("exit", resolve));
+    holder.kill("SIGKILL");
+    await exited;
+    const lock = await lockDataDir(held);
+    await lock.release();
+  });
+
+  it("says which directory is damaged when PGlite cannot open it, and lets go of it", async () => {
+    const damaged = join(dir, "three");
+    const sql = await openSql({ pgliteDir: damaged });
+    await sql.exec("create table t (n int)");
+    await sql.close();
+    // The checkpoint pg_control names is in the write-ahead log; without it PostgreSQL cannot start.
+    const wal = join(damaged, "pg_wal");
+    for (const name of readdirSync(wal).filter((f) => /^[0-9A-F]{24}$/.test(f))) {
+      writeFileSync(join(wal, name), Buffer.alloc(16 * 1024 * 1024));
+    }
+    await expect(openSql({ pgliteDir: damaged })).rejects.toThrow(
+      `the embedded database in ${damaged} did not open (PGlite: Aborted()): its files are damaged`,
+    );
+    const lock = await lockDataDir(damaged);
+    await lock.release();
   });
 });

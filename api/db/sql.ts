@@ -1,8 +1,9 @@
-import { chmodSync, lstatSync, mkdirSync, readdirSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { PGlite } from "@electric-sql/pglite";
 import postgres from "postgres";
+import { type DataDirLock, lockDataDir } from "./pglite-lock.ts";
 import { createPgliteStatements } from "./pglite-statements.ts";
 
 /**
@@ -66,14 +67,40 @@ function compileWasmWithLiftoffOnly(): void {
   setFlagsFromString("--liftoff-only");
 }
 
+/**
+ * PGlite aborts (a bare "Aborted()") where PostgreSQL would stop with a PANIC: a data directory whose write-ahead log
+ * does not hold the checkpoint its control file names, say. Which directory, and the ways out, are what the user needs.
+ */
+async function createPglite(dir: string, loadDataDir?: Blob): Promise<PGlite> {
+  const existing = !dir.startsWith("memory://") && existsSync(join(dir, "PG_VERSION"));
+  try {
+    return await PGlite.create(dir, loadDataDir && { loadDataDir });
+  } catch (err) {
+    if (!existing) throw err;
+    throw new Error(
+      `the embedded database in ${dir} did not open (PGlite: ${(err as Error).message.split(".")[0]}): its files are ` +
+        "damaged. Restore a backup (svc self-host restore FILE), or move the directory aside to start an empty one",
+      { cause: err },
+    );
+  }
+}
+
 async function openPglite(dir: string, loadDataDir?: Blob): Promise<Sql> {
   compileWasmWithLiftoffOnly();
+  let lock: DataDirLock | undefined;
   if (!dir.startsWith("memory://")) {
     // The database files are the user's data: only the owner may enter the directory, an older one included.
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o700);
+    lock = await lockDataDir(dir);
   }
-  const db = await PGlite.create(dir, loadDataDir && { loadDataDir });
+  let db: PGlite;
+  try {
+    db = await createPglite(dir, loadDataDir);
+  } catch (err) {
+    await lock?.release();
+    throw err;
+  }
   if (!dir.startsWith("memory://")) ownerOnly(dir);
   const statements = createPgliteStatements(db);
   const wrap = (conn: PgliteTx, inTx: boolean): Sql => ({
@@ -91,7 +118,9 @@ async function openPglite(dir: string, loadDataDir?: Blob): Promise<Sql> {
     // Under the transaction lock: no transaction of another caller is half done in the copy.
     dumpDataDir: inTx ? undefined : (compression = "gzip") => db.transaction(() => db.dumpDataDir(compression)),
     async close() {
-      if (!inTx) await db.close();
+      if (inTx) return;
+      await db.close();
+      await lock?.release();
     },
   });
   return wrap(db, false);
