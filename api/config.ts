@@ -31,6 +31,8 @@ export type ApiConfig = {
     /** SVC_LINK_BRIDGE_HOST: an address, or `auto` (resolved at start: api/sandbox-links/bridge-host.ts). */
     linkBridgeHost: string;
     networking: { kind: "shared" } | { kind: "attached"; subnetPool: string };
+    /** Where daemons that dial out reach this API through a Unix socket (api/http/sandbox-socket.ts), if anywhere. */
+    linkSocketDir: string | undefined;
     /** SVC_SANDBOX_DRIVER, with the swarm driver's registry and placement (SVC_REGISTRY, SVC_SWARM_*). */
     driver: DriverChoice;
     baseImage: string | undefined;
@@ -118,6 +120,20 @@ function plans(e: StackEnv): PlanCatalogue | undefined {
   return { plans: e.SVC_PLANS, default: chosen, setting: "SVC_PLANS" };
 }
 
+/**
+ * An API beside its engine (sandboxes on a shared network, which compose and swarm mode's containers never use; the
+ * engine on a local socket) shares the host's directories with the sandboxes the Docker driver starts: the driver
+ * mounts this one into each that dials out. An API in a container of its own that took this path anyway would
+ * mount a directory of the engine's host with no socket in it, and its daemons would dial over TCP as before.
+ */
+function linkSocketDir(e: StackEnv, dockerHost: string | undefined): string | undefined {
+  const localEngine = !dockerHost || dockerHost.startsWith("unix://");
+  const shared = e.SVC_SANDBOX_NETWORKING !== "attached";
+  if (e.SVC_SANDBOX_DRIVER === "swarm" || e.SVC_SANDBOX_LINK !== "dial-out" || !localEngine || !shared)
+    return undefined;
+  return join(e.SVC_HOME, "run", "sandbox-link");
+}
+
 /** The only place the API reads process.env (keys and validators: protocol/stack-settings.ts); a bad value stops
  * the start with the variable's name. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
@@ -155,6 +171,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
       // A Swarm sandbox has no address the API could dial (swarm-driver.ts): its daemon always dials out.
       sandboxLink: e.SVC_SANDBOX_DRIVER === "swarm" ? "dial-out" : e.SVC_SANDBOX_LINK,
       linkBridgeHost: e.SVC_LINK_BRIDGE_HOST,
+      linkSocketDir: linkSocketDir(e, env.DOCKER_HOST),
       networking:
         e.SVC_SANDBOX_NETWORKING === "attached"
           ? { kind: "attached", subnetPool: e.SVC_SANDBOX_SUBNET_POOL }

@@ -12,6 +12,7 @@ import { ensureInstallation, shippedTemplateFor } from "./db/pglite-template.ts"
 import { openSql } from "./db/sql.ts";
 import { cutMissingSessionBranches } from "./git/session-branches.ts";
 import { createSandboxListener } from "./http/sandbox-listener.ts";
+import { listenForSandboxesAt } from "./http/sandbox-socket.ts";
 import { rotateOwnLog } from "./log-rotation.ts";
 import { resolveBridgeHost } from "./sandbox-links/bridge-host.ts";
 
@@ -31,6 +32,7 @@ const backend = o.enabled
   ? await connectSandboxBackend({
       baseImage: o.baseImage,
       driver: o.driver,
+      linkSocketDir: o.linkSocketDir,
       networking:
         o.networking.kind === "shared"
           ? { kind: "shared", onNetwork: (network) => onSandboxNetwork(network) }
@@ -104,6 +106,8 @@ const stopMergeRepair = await services.changeRequests.startMergeRepair({
   everyMs: MERGE_REPAIR_MS,
 });
 
+// The link socket is opened once the API listens (below); a stop before that has none to close.
+let stopSandboxSocket = () => {};
 let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
@@ -113,6 +117,7 @@ async function shutdown(signal: string) {
   stopMergeRepair();
   stopLogRotation();
   sandboxListener.close();
+  stopSandboxSocket();
   await app.close();
   await cluster.leave();
   await sql.close();
@@ -122,6 +127,7 @@ process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
 
 await app.listen({ port: config.port, host: config.host });
+if (backend && o.linkSocketDir) stopSandboxSocket = await listenForSandboxesAt(app.server, o.linkSocketDir);
 // Sessions whose provisioning a crash cut off before their branch: given it, so a restart can boot them. In the
 // background: an external repository may take a fetch to read.
 void cutMissingSessionBranches({

@@ -7,7 +7,7 @@ import {
   SANDBOX_SERVICE_PORT,
   SANDBOX_WORKSPACE,
 } from "../protocol/env.ts";
-import { SANDBOX_LINK_ENV } from "../protocol/sandbox-link.ts";
+import { SANDBOX_LINK_ENV, SANDBOX_LINK_SOCKET_ENV } from "../protocol/sandbox-link.ts";
 import { SANDBOX_LOG_DIR } from "../protocol/sandbox-log.ts";
 
 const flag = z.enum(["0", "1"]).default("0");
@@ -27,6 +27,8 @@ const Env = z.object({
     .string()
     .regex(/^wss?:\/\/[^\s/]+/i, "must be a ws:// or wss:// URL")
     .optional(),
+  /** The API's socket the link's URL is dialed through, when the API shares the engine's host (link-socket.ts). */
+  [SANDBOX_LINK_SOCKET_ENV]: z.string().startsWith("/", "must be an absolute path").optional(),
   /** The session's own token (the sandbox's svc CLI uses it): the daemon reads its session's transcript with it. */
   SVC_CLI_TOKEN: z.string().optional(),
   SVC_PROJECT_AUTO_CLONE: flag,
@@ -82,6 +84,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env) {
     repoUrl: e.SVC_REPO_URL,
     apiUrl: e.SVC_API_URL.replace(/\/+$/, ""),
     linkUrl: e[SANDBOX_LINK_ENV],
+    linkSocket: e[SANDBOX_LINK_SOCKET_ENV],
     cliToken: e.SVC_CLI_TOKEN,
     autoClone: e.SVC_PROJECT_AUTO_CLONE === "1",
     /** A warm-pool sandbox: its workspace comes from the orchestrator (POST /svc/pool/seed), a session claims it. */

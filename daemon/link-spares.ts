@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { Socket } from "node:net";
@@ -16,9 +17,19 @@ const REDIAL_MS = 1_000;
 const MAX_REFUSALS = 12;
 const REFUSED_DELAY_MS = 100;
 
+/**
+ * The socket to dial through, looked up at each dial: a sandbox outlives its API process, and the socket is there
+ * only while one listens on it (or its file was left behind, which a refused dial retries like any other).
+ */
+export function linkSocket(path: string | undefined): string | undefined {
+  return path && existsSync(path) ? path : undefined;
+}
+
 export type SparesDeps = {
   /** The link's URL (ws:// or wss://): spares go where the link went, so they reach the same API replica. */
   url: string;
+  /** The API's socket the link was dialed through (linkSocket), when there is one. */
+  socket?: string;
   serviceKey: string;
   /** Takes a spare the API started using as a connection of the daemon's own server. */
   accept: (socket: Socket) => void;
@@ -58,8 +69,10 @@ export function keepSpares(deps: SparesDeps): { more(): void; stop(): void } {
 
   function dial(): void {
     dialing += 1;
+    const socketPath = linkSocket(deps.socket);
     const req = request(url, {
       agent: false,
+      ...(socketPath ? { socketPath } : {}),
       headers: { authorization: `Bearer ${deps.serviceKey}`, connection: "Upgrade", upgrade: SANDBOX_SPARE_UPGRADE },
     });
     let settled = false;

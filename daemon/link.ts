@@ -2,11 +2,13 @@ import { performServerHandshake, type ServerHttp2Stream } from "node:http2";
 import { connect, type Socket } from "node:net";
 import { WebSocket } from "ws";
 import { LINK_H2, LINK_MAX_MESSAGE, linkStream, spliceStreams } from "../protocol/link-transport.ts";
-import { keepSpares } from "./link-spares.ts";
+import { keepSpares, linkSocket } from "./link-spares.ts";
 
 export type LinkDeps = {
   /** The API's link endpoint (SVC_LINK_URL). */
   url: string;
+  /** The API's socket to dial the URL through (SVC_LINK_SOCKET), while it is there; TCP otherwise. */
+  socket?: string;
   /** The sandbox's service key: the bearer the API knows this sandbox by. */
   serviceKey: string;
   /** Where every CONNECT stream goes: the daemon's own server, on loopback. */
@@ -77,8 +79,10 @@ export function startLink(deps: LinkDeps): { stop(): void } {
   }
 
   function dial(): void {
+    const socket = linkSocket(deps.socket);
     const ws = new WebSocket(deps.url, {
       headers: { authorization: `Bearer ${deps.serviceKey}` },
+      ...(socket ? { createConnection: () => connect({ path: socket }) } : {}),
       perMessageDeflate: false,
       // Masking guards browsers' WebSockets against caches in between; a daemon is no browser, and a mask of zeros
       // spares XOR-ing every byte of the link.
@@ -102,7 +106,7 @@ export function startLink(deps: LinkDeps): { stop(): void } {
       deps.log(`link up: ${deps.url}`);
       heard();
       ws.on("ping", heard);
-      const kept = keepSpares({ url: deps.url, serviceKey: deps.serviceKey, accept: deps.accept });
+      const kept = keepSpares({ url: deps.url, socket: deps.socket, serviceKey: deps.serviceKey, accept: deps.accept });
       spares = kept;
       // A stream means the API found no spare idle: one more is kept from then on.
       serve(ws, deps.target, () => kept.more());

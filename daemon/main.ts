@@ -338,6 +338,7 @@ async function daemon(): Promise<void> {
     config.linkUrl &&
     startLink({
       url: config.linkUrl,
+      socket: config.linkSocket,
       serviceKey: config.serviceKey,
       target: { host: ["0.0.0.0", "::"].includes(config.host) ? "127.0.0.1" : config.host, port: config.port },
       accept: (socket) => server.emit("connection", socket),

@@ -153,6 +153,36 @@ describe("a new user's path: self-host start, init, ship, sessions (real CLI, re
     expect((await run(["sessions", "rm", id])).code).toBe(0);
   });
 
+  it("links its sandboxes to the API through the API's socket, which a restarted API opens again", async () => {
+    const socketDir = join(home.env.SVC_HOME!, "run", "sandbox-link");
+    const created = await run(["sessions", "new"]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = created.stdout.trim();
+    const [container] = await containersOf(id);
+    const inspect = await docker.getContainer(container!.Id).inspect();
+    expect(inspect.Mounts).toEqual([
+      expect.objectContaining({ Type: "bind", Source: socketDir, Destination: "/run/svc-link", RW: false }),
+    ]);
+    expect(inspect.Config.Env).toContain("SVC_LINK_SOCKET=/run/svc-link/api.sock");
+    // The API's ends of connections on its socket live in the dialer's network namespace: the sandbox's list shows
+    // the link and its spares by the socket's path on the host.
+    const onSocket = async () => {
+      const unix = await execIn(docker, container!.Id, ["cat", "/proc/net/unix"]);
+      return unix.out.split("\n").filter((line) => line.endsWith(join(socketDir, "api.sock"))).length;
+    };
+    expect(await waitFor("the link on the socket", async () => (await onSocket()) >= 2)).toBe(true);
+    const exec = async () => (await run(["sessions", "exec", id, "--", "echo", "through the socket"])).stdout.trim();
+    expect(await exec()).toBe("through the socket");
+
+    const restarted = await svc(["self-host", "restart"], { env: home.env });
+    expect(restarted.code, restarted.stderr).toBe(0);
+    expect(
+      await waitFor("the link back on the new socket", async () => (await onSocket()) >= 2, { timeoutMs: 60_000 }),
+    ).toBe(true);
+    expect(await exec()).toBe("through the socket");
+    expect((await run(["sessions", "rm", id])).code).toBe(0);
+  });
+
   it("keeps the transcript through a SIGKILL of the API mid-run: what was shown stays, what the agent did meanwhile is stored", async () => {
     const llm = await startScriptedLlm([
       // After the restart the agent only has to answer: what it is shown is the point.

@@ -28,6 +28,8 @@ export async function connectSandboxBackend(options: {
   networking: NetworkingChoice;
   /** Default: the Docker driver. */
   driver?: DriverChoice;
+  /** The Docker driver's: the directory of the API's link socket on the engine's host (docker-driver.ts). */
+  linkSocketDir?: string;
 }): Promise<
   { driver: SandboxDriver; baseImage: string; adopt: (installationId: string) => Promise<number> } | undefined
 > {
@@ -67,7 +69,12 @@ export async function connectSandboxBackend(options: {
       onNetwork: choice.kind === "shared" ? choice.onNetwork : undefined,
     });
   return {
-    driver: createDockerDriver({ docker, servicePort: SANDBOX_SERVICE_PORT, networking }),
+    driver: createDockerDriver({
+      docker,
+      servicePort: SANDBOX_SERVICE_PORT,
+      networking,
+      linkSocketDir: options.linkSocketDir,
+    }),
     baseImage,
     adopt: async (installationId) => (attached ? attached.adopt(installationId) : 0),
   };

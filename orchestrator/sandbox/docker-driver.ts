@@ -1,6 +1,12 @@
 import { type Duplex, PassThrough } from "node:stream";
 import Docker from "dockerode";
 import { demux, linesOf } from "../../protocol/docker-streams.ts";
+import {
+  SANDBOX_LINK_ENV,
+  SANDBOX_LINK_SOCKET_ENV,
+  SANDBOX_LINK_SOCKET_MOUNT,
+  SANDBOX_LINK_SOCKET_NAME,
+} from "../../protocol/sandbox-link.ts";
 import { buildFences, runBuild } from "./docker-build.ts";
 import type {
   AppContainerSpec,
@@ -66,6 +72,11 @@ export function createDockerDriver(options: {
   servicePort: number;
   /** How sandboxes meet the API: one shared bridge by default (an API on the host). */
   networking?: SandboxNetworking;
+  /**
+   * A directory on the engine's host holding the API's link socket (api/http/sandbox-socket.ts): mounted read-only
+   * into each sandbox that dials a link, whose daemon then dials through it (SANDBOX_LINK_SOCKET_ENV).
+   */
+  linkSocketDir?: string;
 }): SandboxDriver {
   const docker = options.docker ?? new Docker();
   const port = `${options.servicePort}/tcp`;
@@ -142,16 +153,24 @@ export function createDockerDriver(options: {
   }
 
   function createSandbox(spec: SandboxSpec): Promise<string> {
+    const socket = options.linkSocketDir && spec.env[SANDBOX_LINK_ENV] ? options.linkSocketDir : undefined;
+    const env = socket
+      ? { ...spec.env, [SANDBOX_LINK_SOCKET_ENV]: `${SANDBOX_LINK_SOCKET_MOUNT}/${SANDBOX_LINK_SOCKET_NAME}` }
+      : spec.env;
     return createContainer(
       spec.owner,
       options.servicePort,
       (placement) => ({
         name: spec.name,
         Image: spec.image,
-        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
         Labels: { ...toLabels(spec.owner), ...(spec.pool ? { [POOL_LABEL]: spec.pool } : {}) },
         ExposedPorts: { [port]: {} },
-        HostConfig: { ...hostConfig(placement, spec.limits), CpuShares: spec.pool ? POOLED_CPU_SHARES : CPU_SHARES },
+        HostConfig: {
+          ...hostConfig(placement, spec.limits),
+          CpuShares: spec.pool ? POOLED_CPU_SHARES : CPU_SHARES,
+          ...(socket ? { Binds: [`${socket}:${SANDBOX_LINK_SOCKET_MOUNT}:ro`] } : {}),
+        },
       }),
       spec.egress,
     );

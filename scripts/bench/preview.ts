@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type Docker from "dockerode";
 import type { DaemonHealth } from "../../protocol/daemon.ts";
 import type { SandboxLinkMode } from "../../protocol/sandbox-link.ts";
@@ -27,21 +30,24 @@ type PreviewStack = {
 
 /**
  * An API with one running sandbox, no model, whose daemon it reaches `link`-wise, and an app on the sandbox's port
- * 3000 answering a page.
+ * 3000 answering a page. `socket`: the daemon dials the link through the API's Unix socket, as an embedded stack's do.
  */
-async function previewStack(docker: Docker, link: SandboxLinkMode): Promise<PreviewStack> {
+async function previewStack(docker: Docker, link: SandboxLinkMode, socket = false): Promise<PreviewStack> {
   const db = await freshDatabase("pglite");
   const port = await freePort();
+  const linkSocketDir = socket ? mkdtempSync(join(tmpdir(), "svc-bench-link-")) : undefined;
   const api = await startApi(db.sql, {
     host: "0.0.0.0",
     port,
-    orchestrator: orchestratorFor(port, { sandboxLink: link }),
+    orchestrator: orchestratorFor(port, { sandboxLink: link }, linkSocketDir),
+    linkSocketDir,
   });
   let projectId: string | undefined;
   const close = async () => {
     await api.close();
     await removeProjectContainers(docker, projectId, api.services.installationId);
     await db.drop();
+    if (linkSocketDir) rmSync(linkSocketDir, { recursive: true, force: true });
   };
   try {
     const user = await seedUser(api.services);
@@ -112,46 +118,51 @@ export async function benchPreviewAlone() {
     stacks.push(direct);
     const linked = await previewStack(docker, "dial-out");
     stacks.push(linked);
+    const socketed = await previewStack(docker, "dial-out", true);
+    stacks.push(socketed);
     await new Promise((r) => setTimeout(r, 1000));
     const app = await load(`http://${direct.ip}:3000/`);
     const paths = {
       own: () => load(direct.own.url, { headers: direct.own.headers, duration: ROUND_S }),
       linked: () => load(linked.through.url, { headers: linked.through.headers, duration: ROUND_S }),
+      socketed: () => load(socketed.through.url, { headers: socketed.through.headers, duration: ROUND_S }),
       dialed: () => load(direct.through.url, { headers: direct.through.headers, duration: ROUND_S }),
     };
     // Each path once before the cycles: the JIT warm, and the link's spares grown to the load's 16 connections.
     for (const path of Object.values(paths)) await path();
     // This machine's speed drifts by a fifth within a minute (the same path measured twice in a row differs as
-    // much as the paths do). So each cycle runs own, linked, dialed, dialed, linked, own: a steady drift weighs on
-    // both ends of each cycle's ratios alike, and the median cycle leaves out the odd one that a burst landed in.
-    const cycles: { own: number; linked: number; dialed: number; ownP50: number; linkedP50: number }[] = [];
+    // much as the paths do). So each cycle runs the paths forth and back (own, socketed, linked, dialed, then the
+    // reverse): a steady drift weighs on both ends of each cycle's ratios alike, and the median cycle leaves out the
+    // odd one that a burst landed in.
+    const order = ["own", "socketed", "linked", "dialed"] as const;
+    type Path = (typeof order)[number];
+    const cycles: (Record<Path, number> & { ownP50: number; socketedP50: number })[] = [];
     for (let i = 0; i < CYCLES; i++) {
-      const own1 = await paths.own();
-      const linked1 = await paths.linked();
-      const dialed1 = await paths.dialed();
-      const dialed2 = await paths.dialed();
-      const linked2 = await paths.linked();
-      const own2 = await paths.own();
-      const rate = (...runs: Round[]) =>
-        runs.reduce((n, r) => n + r.requests.total, 0) / runs.reduce((n, r) => n + r.duration, 0);
+      const runs = Object.fromEntries(order.map((p) => [p, [] as Round[]])) as Record<Path, Round[]>;
+      for (const path of [...order, ...[...order].reverse()]) runs[path].push(await paths[path]());
+      const rate = (rounds: Round[]) =>
+        rounds.reduce((n, r) => n + r.requests.total, 0) / rounds.reduce((n, r) => n + r.duration, 0);
+      const p50 = (rounds: Round[]) => rounds.reduce((n, r) => n + r.latency.p50, 0) / rounds.length;
       cycles.push({
-        own: rate(own1, own2),
-        linked: rate(linked1, linked2),
-        dialed: rate(dialed1, dialed2),
-        ownP50: (own1.latency.p50 + own2.latency.p50) / 2,
-        linkedP50: (linked1.latency.p50 + linked2.latency.p50) / 2,
+        own: rate(runs.own),
+        socketed: rate(runs.socketed),
+        linked: rate(runs.linked),
+        dialed: rate(runs.dialed),
+        ownP50: p50(runs.own),
+        socketedP50: p50(runs.socketed),
       });
     }
-    const shares = cycles.map((c) => c.linked / c.own).sort((x, y) => x - y);
+    const shares = cycles.map((c) => c.socketed / c.own).sort((x, y) => x - y);
     const share = median(shares);
-    const added = median(cycles.map((c) => c.linkedP50 - c.ownP50));
+    const added = median(cycles.map((c) => c.socketedP50 - c.ownP50));
     const pct = (n: number) => `${(n * 100).toFixed(0)}%`;
-    const rps = (path: "own" | "linked") => Math.round(median(cycles.map((c) => c[path])));
+    const rps = (path: Path) => Math.round(median(cycles.map((c) => c[path])));
+    const of = (path: Path) => pct(median(cycles.map((c) => c[path] / c.own)));
     return {
       ok: share >= 0.75 && added <= 1,
       line:
-        `preview link through the API over the daemon's link: ${rps("linked")} req/s = ${pct(share)} of the daemon's own /proxy/3000 ${rps("own")} req/s (median of ${CYCLES} cycles, ${pct(shares[0]!)} to ${pct(shares.at(-1)!)}), p50 added ${added} ms | target >= 75%, <= 1 ms` +
-        ` (an API dialing the daemon: ${pct(median(cycles.map((c) => c.dialed / c.own)))}; the app at the container's address: ${Math.round(app.requests.average)} req/s)`,
+        `preview through the API, the daemon's link on the API's socket (an embedded stack): ${rps("socketed")} req/s = ${pct(share)} of the daemon's own /proxy/3000 ${rps("own")} req/s (median of ${CYCLES} cycles, ${pct(shares[0]!)} to ${pct(shares.at(-1)!)}), p50 added ${added} ms | target >= 75%, <= 1 ms` +
+        ` (the link over the sandbox network, as in compose mode: ${of("linked")}; an API dialing the daemon: ${of("dialed")}; the app at the container's address: ${Math.round(app.requests.average)} req/s)`,
     };
   } finally {
     for (const stack of stacks.reverse()) await stack.close();

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { buildApp } from "../../api/app.ts";
 import type { AppOptions } from "../../api/app-options.ts";
 import type { Sql } from "../../api/db/sql.ts";
+import { listenForSandboxesAt } from "../../api/http/sandbox-socket.ts";
 import type { Services } from "../../api/services.ts";
 import type { AccountRole } from "../../protocol/account.ts";
 
@@ -38,6 +39,8 @@ export async function startApi(
     oidc?: AppOptions["oidc"];
     /** SVC_PLANS of this API; default one plan capped by the orchestrator settings' sessionCap. */
     plans?: AppOptions["plans"];
+    /** The link socket's directory, as an embedded stack's API listens there (the driver's linkSocketDir). */
+    linkSocketDir?: string;
   } = {},
 ): Promise<TestApi> {
   let url = "";
@@ -61,7 +64,16 @@ export async function startApi(
   });
   await app.listen({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  return { url, dataDir, services, close: () => app.close() };
+  const stopSocket = options.linkSocketDir ? await listenForSandboxesAt(app.server, options.linkSocketDir) : () => {};
+  return {
+    url,
+    dataDir,
+    services,
+    close: () => {
+      stopSocket();
+      return app.close();
+    },
+  };
 }
 
 let counter = 0;

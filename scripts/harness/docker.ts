@@ -25,9 +25,10 @@ export async function requireDocker(): Promise<Docker> {
   return docker;
 }
 
-export function orchestratorFor(port: number, overrides: Partial<SandboxSettings> = {}) {
+/** `linkSocketDir`: the Docker driver's, for an API that listens there too (startApi's option). */
+export function orchestratorFor(port: number, overrides: Partial<SandboxSettings> = {}, linkSocketDir?: string) {
   return {
-    driver: createDockerDriver({ servicePort: 8000 }),
+    driver: createDockerDriver({ servicePort: 8000, linkSocketDir }),
     root: ROOT,
     baseImage: BASE_IMAGE,
     settings: {
