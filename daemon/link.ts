@@ -69,6 +69,7 @@ export function startLink(deps: LinkDeps): { stop(): void } {
   let stopped = false;
   let failing = false;
   let current: WebSocket | undefined;
+  let socketRefused = false;
   let timer: NodeJS.Timeout | undefined;
 
   function redial(): void {
@@ -79,7 +80,8 @@ export function startLink(deps: LinkDeps): { stop(): void } {
   }
 
   function dial(): void {
-    const socket = linkSocket(deps.socket);
+    // The API's socket while it is there, unless it refused this daemon; TCP otherwise.
+    const socket = socketRefused ? undefined : linkSocket(deps.socket);
     const ws = new WebSocket(deps.url, {
       headers: { authorization: `Bearer ${deps.serviceKey}` },
       ...(socket ? { createConnection: () => connect({ path: socket }) } : {}),
@@ -106,13 +108,16 @@ export function startLink(deps: LinkDeps): { stop(): void } {
       deps.log(`link up: ${deps.url}`);
       heard();
       ws.on("ping", heard);
-      const kept = keepSpares({ url: deps.url, socket: deps.socket, serviceKey: deps.serviceKey, accept: deps.accept });
+      const kept = keepSpares({ url: deps.url, socket, serviceKey: deps.serviceKey, accept: deps.accept });
       spares = kept;
       // A stream means the API found no spare idle: one more is kept from then on.
       serve(ws, deps.target, () => kept.more());
     });
     ws.on("error", (err) => {
       why = err.message;
+      // A socket this daemon may not connect to (a user namespace maps its root to another user): TCP from now on.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (socket && (code === "EACCES" || code === "EPERM")) socketRefused = true;
     });
     ws.on("close", (code) => {
       clearTimeout(silence);

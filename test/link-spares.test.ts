@@ -1,6 +1,13 @@
+import { spawn } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { WebSocketServer } from "ws";
+import { startLink } from "../daemon/link.ts";
 import { keepSpares, SPARES } from "../daemon/link-spares.ts";
 import { SANDBOX_LINK_PATH, SANDBOX_SPARE_UPGRADE } from "../protocol/sandbox-link.ts";
 
@@ -102,5 +109,69 @@ describe("a daemon's spare connections (daemon/link-spares.ts)", () => {
     expect(dialed).toBeLessThan(12 + SPARES);
     await settle(1500);
     expect(refusing.upgrades).toHaveLength(dialed);
+  });
+
+  it("dials through the API's socket while its file is there, over TCP once it is gone", async () => {
+    const api = await standInApi(() => "hold");
+    const dir = mkdtempSync(join(tmpdir(), "svc-link-socket-"));
+    const path = join(dir, "api.sock");
+    const viaSocket: boolean[] = [];
+    api.server.on("upgrade", (_req, socket: Socket) => viaSocket.push(socket.remoteAddress === undefined));
+    const listener = createNetServer((socket) => api.server.emit("connection", socket));
+    await new Promise<void>((r) => listener.listen(path, r));
+    const spares = keepSpares({ url: api.url, socket: path, serviceKey: "svc_sk_spare-test", accept: () => {} });
+    cleanups.push(
+      () => spares.stop(),
+      () => listener.close(),
+      () => api.server.close(),
+      () => rmSync(dir, { recursive: true, force: true }),
+    );
+    for (let i = 0; i < 100 && api.held.length < SPARES; i++) await settle(20);
+    expect(viaSocket).toEqual(Array(SPARES).fill(true));
+    rmSync(path);
+    api.held[0]!.write("GET /svc/health HTTP/1.1\r\n\r\n");
+    for (let i = 0; i < 100 && api.held.length <= SPARES; i++) await settle(20);
+    expect(viaSocket.slice(SPARES)).toEqual([false]);
+  });
+
+  it("brings its link up over TCP when the socket refuses it (a daemon whose root is another user)", async () => {
+    const api = await standInApi(() => "hold");
+    const links = new WebSocketServer({ noServer: true });
+    const overTcp: boolean[] = [];
+    api.server.removeAllListeners("upgrade");
+    api.server.on("upgrade", (req, socket: Socket, head: Buffer) => {
+      if (req.headers.upgrade !== "websocket") return void socket.destroy();
+      overTcp.push(socket.remoteAddress !== undefined);
+      links.handleUpgrade(req, socket, head, () => {});
+    });
+    // The API's socket, its user's alone (api/http/sandbox-socket.ts), and a daemon that runs as another user.
+    const dir = mkdtempSync(join(tmpdir(), "svc-link-socket-"));
+    chmodSync(dir, 0o755);
+    const path = join(dir, "api.sock");
+    const listener = createNetServer((socket) => api.server.emit("connection", socket));
+    await new Promise<void>((r) => listener.listen(path, r));
+    chmodSync(path, 0o600);
+    const script = `process.setuid(65534);
+      const { startLink } = await import("./daemon/link.ts");
+      startLink({ url: ${JSON.stringify(api.url)}, socket: ${JSON.stringify(path)}, serviceKey: "svc_sk_link-test",
+        target: { host: "127.0.0.1", port: 9 }, accept() {}, log: (m) => console.log(m), backoff: { firstMs: 20, maxMs: 40 } });`;
+    const daemon = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: fileURLToPath(new URL("..", import.meta.url)),
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    cleanups.push(
+      () => daemon.kill("SIGKILL"),
+      () => listener.close(),
+      () => links.close(),
+      () => api.server.close(),
+      () => rmSync(dir, { recursive: true, force: true }),
+    );
+    let said = "";
+    daemon.stdout!.on("data", (chunk: Buffer) => {
+      said += chunk.toString();
+    });
+    for (let i = 0; i < 500 && !said.includes("link up"); i++) await settle(20);
+    expect(said).toContain(`link up: ${api.url}`);
+    expect(overTcp).toEqual([true]);
   });
 });
