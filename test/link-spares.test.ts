@@ -7,7 +7,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocketServer } from "ws";
-import { startLink } from "../daemon/link.ts";
 import { keepSpares, SPARES } from "../daemon/link-spares.ts";
 import { SANDBOX_LINK_PATH, SANDBOX_SPARE_UPGRADE } from "../protocol/sandbox-link.ts";
 
