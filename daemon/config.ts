@@ -27,7 +27,7 @@ const Env = z.object({
     .string()
     .regex(/^wss?:\/\/[^\s/]+/i, "must be a ws:// or wss:// URL")
     .optional(),
-  /** The API's socket the link's URL is dialed through, when the API shares the engine's host (link-socket.ts). */
+  /** The API's socket the link's URL is dialed through, when the API shares the engine's host (link-spares.ts linkSocket). */
   [SANDBOX_LINK_SOCKET_ENV]: z.string().startsWith("/", "must be an absolute path").optional(),
   /** The session's own token (the sandbox's svc CLI uses it): the daemon reads its session's transcript with it. */
   SVC_CLI_TOKEN: z.string().optional(),

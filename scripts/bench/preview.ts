@@ -106,9 +106,10 @@ async function previewStack(docker: Docker, link: SandboxLinkMode, socket = fals
 }
 
 /**
- * A page's requests through a preview link (API, then the sandbox daemon over the link it dialed: the default)
- * against the daemon's own /proxy route reached at its port, which only a `direct` sandbox opens; the same through
- * an API that dials the daemon, and the app at the container's address, for scale. `npm run bench -- preview`.
+ * A page's requests through a preview link (API, then the sandbox daemon over the link it dialed through the API's
+ * socket: an embedded stack's default) against the daemon's own /proxy route reached at its port, which only a
+ * `direct` sandbox opens; the same link over the sandbox network's bridge (compose mode's), an API that dials the
+ * daemon, and the app at the container's address, for scale. `npm run bench -- preview`.
  */
 export async function benchPreviewAlone() {
   const docker = await requireDocker();
