@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, watch } from "node:fs";
+import { mkdtempSync, rmSync, watch, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mergeTicketRef } from "../api/change-requests/merge-intents.ts";
 import { readBranchTips } from "../api/git/refs.ts";
 import { git } from "../api/git/run.ts";
 import { cutMissingSessionBranches } from "../api/git/session-branches.ts";
@@ -411,11 +412,16 @@ describe.each(databaseKinds("postgres"))(
     }
 
     /** The intent a process left when it died (or failed) between writing it and recording the merge. */
-    async function leaveIntent(c: Awaited<ReturnType<typeof openCr>>, instanceId: string, at = "2024-01-02T03:04:05Z") {
+    async function leaveIntent(
+      c: Awaited<ReturnType<typeof openCr>>,
+      instanceId: string,
+      at = "2024-01-02T03:04:05Z",
+      intentId: string = randomUUID(),
+    ) {
       await db.sql.query(
         `insert into cr_merge_intents (cr_id, project_id, base_ref, target_sha, base_sha, head_sha, merged_by, instance_id,
-         created_at) values ($1, $2, 'main', $3, $4, $5, $6, $7, $8)`,
-        [c.cr.cr_id, projectId, c.target, c.base, c.head, user.userId, instanceId, at],
+         created_at, intent_id) values ($1, $2, 'main', $3, $4, $5, $6, $7, $8, $9)`,
+        [c.cr.cr_id, projectId, c.target, c.base, c.head, user.userId, instanceId, at, intentId],
       );
     }
     /** Refs written behind the API's back: its branch tips cache forgets them at once. */
@@ -481,6 +487,31 @@ describe.each(databaseKinds("postgres"))(
       const merged = await post(`/${c.cr.number}/merge`);
       expect(merged.status).toBe(200);
       expect(merged.body.merge_commit_sha).toBe(await gitIn(bare)(["rev-parse", "main"]));
+    });
+
+    it("voids the ticket of a merge it drops: a git of that merge still running afterwards cannot move the branch", async () => {
+      const c = await openCr({ threeWay: true });
+      const project = { id: projectId, repo_kind: "managed" as const, account_id: user.accountId, repo_url: null };
+      const intentId = randomUUID();
+      const ticket = mergeTicketRef(intentId);
+      await api.services.repos.issueTicket(project, ticket, c.target);
+      await leaveIntent(c, dead, undefined, intentId);
+      // A merge committing holds its ticket's lock: the repair waits instead of reading a branch about to move.
+      writeFileSync(join(bare, `${ticket}.lock`), "");
+      expect(await repair(async () => false)).toEqual({ recorded: 0, dropped: 0, waiting: 1 });
+      expect(await intentsLeft()).toBe(1);
+      rmSync(join(bare, `${ticket}.lock`));
+
+      expect(await repair(async () => false)).toEqual({ recorded: 0, dropped: 1, waiting: 0 });
+      // What the dead process's update-ref would do now, had it outlived the repair's reading.
+      expect(await api.services.repos.updateBranch(project, "main", c.target, c.base, { ticket })).toBe(false);
+      expect(await gitIn(bare)(["rev-parse", "main"])).toBe(c.base);
+      expect(await cr(c.cr.number)).toMatchObject({ status: "open" });
+
+      // A merge through the API leaves no ticket behind.
+      const merged = await post(`/${c.cr.number}/merge`);
+      expect(merged.status).toBe(200);
+      expect(await gitIn(bare)(["for-each-ref", "refs/svc/merge-tickets/"])).toBe("");
     });
 
     it("leaves alone the intent of a live process; a merge or close of its CR waits for that merge to end", async () => {

@@ -12,6 +12,9 @@ export type MergeIntent = {
   created_at: Date;
 };
 
+/** The ref a merge needs to move its base branch (api/git/repositories.ts `issueTicket`); hidden from clients. */
+export const mergeTicketRef = (intentId: string) => `refs/svc/merge-tickets/${intentId}`;
+
 /**
  * What to do with an intent found in the table:
  * - `wait`: its merge may still be under way (its process lives), or the base branch cannot be read now;
@@ -24,8 +27,8 @@ export type IntentFacts = {
   /** Whether the process that wrote the intent may still be merging (always false for this process's own). */
   ownerMayBeMerging: boolean;
   /**
-   * The base branch as read now: missing (the branch is gone), `unreadable` (the repository cannot be reached), or
-   * whether its tip equals the target or has it as an ancestor.
+   * The base branch as read now: missing (the branch is gone), `unreadable` (the repository cannot be reached, or
+   * the merge's ticket cannot be voided yet), or whether its tip equals the target or has it as an ancestor.
    */
   base: "missing" | "unreadable" | { holdsTarget: boolean };
 };

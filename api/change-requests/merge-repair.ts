@@ -6,7 +6,13 @@ import type { Events } from "../events.ts";
 import { readBranchTips, tipHolds } from "../git/refs.ts";
 import type { Repositories } from "../git/repositories.ts";
 import { RepoUnavailableError } from "../git/repositories.ts";
-import { type IntentFacts, type IntentVerdict, intentVerdict, type MergeIntent } from "./merge-intents.ts";
+import {
+  type IntentFacts,
+  type IntentVerdict,
+  intentVerdict,
+  type MergeIntent,
+  mergeTicketRef,
+} from "./merge-intents.ts";
 import type { ChangeRequestStore } from "./store.ts";
 
 /** What settling interrupted merges needs from the API process's world. */
@@ -48,10 +54,14 @@ export function createMergeRepair(deps: {
    */
   let cluster: Pick<MergeRepairContext, "isAlive" | "log"> = { isAlive: async () => true, log: () => {} };
 
-  /** The intent's base branch as it is now, read afresh (an external mirror is fetched first). */
+  /**
+   * The intent's base branch as it will stay, read afresh (an external mirror is fetched first): its merge's ticket
+   * is voided first, so the branch can no longer move to the target behind this reading.
+   */
   async function baseNow(project: Project, intent: MergeIntent): Promise<IntentFacts["base"]> {
     let dir: string;
     try {
+      if (!(await repos.voidTicket(project, mergeTicketRef(intent.intent_id)))) return "unreadable";
       dir = await repos.open(project, 0);
     } catch (err) {
       if (err instanceof RepoUnavailableError) return "unreadable";

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type {
   ChangeRequest,
   ChangeRequestRecord,
@@ -19,6 +20,7 @@ import { readBranchTips } from "../git/refs.ts";
 import type { Repositories } from "../git/repositories.ts";
 import { RepoUnavailableError } from "../git/repositories.ts";
 import { isUuid } from "../projects/store.ts";
+import { mergeTicketRef } from "./merge-intents.ts";
 import { beingMerged, createMergeRepair } from "./merge-repair.ts";
 import type { ChangeRequestStore } from "./store.ts";
 
@@ -165,8 +167,14 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
       return merged;
     }
     // Crash safety: the intent is written before the base moves and removed with the record, in one transaction.
-    // A process killed between the two leaves it for the repair, which reads the base branch to tell which happened.
+    // A process killed between the two leaves it for the repair, which reads the base branch to tell which happened,
+    // after voiding the merge's ticket: without it the move can no longer happen (a git of the dead process that is
+    // still running included), so what the branch says then is final.
+    const intentId = randomUUID();
+    const ticket = mergeTicketRef(intentId);
+    await repos.issueTicket(project, ticket, target);
     const intent = await store.beginMerge({
+      intent_id: intentId,
       cr_id: cr.cr_id,
       project_id: project.id,
       base_ref: cr.base_ref,
@@ -176,6 +184,7 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
       merged_by: userId,
       instance_id: deps.instanceId,
     });
+    if (intent === "not-open" || "existing" in intent) await repos.voidTicket(project, ticket);
     if (intent === "not-open") throw notOpen();
     if ("existing" in intent) {
       // Another process began merging it since this one looked: once that ends, the next attempt sees the outcome.
@@ -184,7 +193,8 @@ export function createChangeRequestService(deps: ChangeRequestDeps) {
     }
     // An update that throws (a push cut off midway) may or may not have moved the branch: its intent stays for the
     // repair to settle against the branch.
-    if (!(await repos.updateBranch(project, cr.base_ref, target, base))) {
+    if (!(await repos.updateBranch(project, cr.base_ref, target, base, { ticket }))) {
+      await repos.voidTicket(project, ticket);
       await store.dropIntent(intent);
       return undefined;
     }

@@ -45,7 +45,7 @@ const CACHED_CR_MS = 60_000;
 
 export type MergeRecord = { mergedBy: string; mergeCommitSha: string; baseSha: string; headSha: string };
 
-export type NewMergeIntent = Omit<MergeIntent, "intent_id" | "created_at">;
+export type NewMergeIntent = Omit<MergeIntent, "created_at">;
 
 const INTENT_COLUMNS = `cr_id, intent_id, project_id, base_ref, target_sha, base_sha, head_sha, merged_by, instance_id,
   created_at`;
@@ -265,7 +265,7 @@ export function createChangeRequestStore(sql: Sql) {
         if (cr?.status !== "open") return "not-open";
         const [written] = await tx.query<MergeIntent>(
           `insert into cr_merge_intents (cr_id, project_id, base_ref, target_sha, base_sha, head_sha, merged_by,
-             instance_id) values ($1, $2, $3, $4, $5, $6, $7, $8)
+             instance_id, intent_id) values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
            on conflict (cr_id) do nothing returning ${INTENT_COLUMNS}`,
           [
             intent.cr_id,
@@ -276,6 +276,7 @@ export function createChangeRequestStore(sql: Sql) {
             intent.head_sha,
             intent.merged_by,
             intent.instance_id,
+            intent.intent_id,
           ],
         );
         if (written) return written;

@@ -37,7 +37,7 @@ export async function runHttpBackend(
   res: ServerResponse,
   env: Record<string, string>,
   deadlineMs = GIT_REQUEST_DEADLINE_MS,
-): Promise<number> {
+): Promise<{ exitCode: number; failure?: string }> {
   let child: StreamingChild;
   try {
     child = await spawnStreaming({
@@ -62,9 +62,10 @@ export async function runHttpBackend(
       },
     });
   } catch (err) {
+    const failure = `git http-backend did not start: ${(err as Error).message}`;
     res.writeHead(500, { "content-type": "text/plain" });
-    res.end(`git http-backend failed: ${(err as Error).message}\n`);
-    return -1;
+    res.end(`${failure}\n`);
+    return { exitCode: -1, failure };
   }
   const { stdio } = child;
   let exited = false;
@@ -139,12 +140,15 @@ export async function runHttpBackend(
     new Promise((r) => stdio.once("close", r)),
   ]);
   clearTimeout(deadline);
-  if (!refused) {
-    if (!headersSent) {
-      res.writeHead(500, { "content-type": "text/plain" });
-      res.write(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? code}\n`);
-    }
+  const exitCode = code ?? -1;
+  if (refused) return { exitCode };
+  if (headersSent) {
     res.end();
+    return { exitCode };
   }
-  return code ?? -1;
+  // Git ended without an answer: the client sees a 500, the log says why.
+  const failure = `git http-backend ended (${exitCode}) before its headers: ${stderr.trim() || "no stderr"}`;
+  res.writeHead(500, { "content-type": "text/plain" });
+  res.end(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? exitCode}\n`);
+  return { exitCode, failure };
 }

@@ -141,13 +141,21 @@ export function createRepositories(options: RepositoriesOptions) {
     p: RepoRef,
     branch: string,
     sha: string,
-    guard: { expected: string; pushArgs: string[] },
+    guard: { expected: string; pushArgs: string[]; ticket?: string },
   ): Promise<boolean> {
     const dir = dirOf(p);
+    const ref = `refs/heads/${branch}`;
     try {
       const { exitCode } =
         p.repo_kind === "managed"
-          ? await git(["update-ref", `refs/heads/${branch}`, sha, guard.expected], { dir, okCodes: [1, 128] })
+          ? guard.ticket
+            ? // One transaction: the branch moves only while the ticket is there, and takes it away as it moves.
+              await git(["update-ref", "--stdin"], {
+                dir,
+                input: `update ${ref} ${sha} ${guard.expected}\ndelete ${guard.ticket} ${sha}\n`,
+                okCodes: [1, 128],
+              })
+            : await git(["update-ref", ref, sha, guard.expected], { dir, okCodes: [1, 128] })
           : await git([...PUSH, ...guard.pushArgs, "origin", `${sha}:refs/heads/${branch}`], {
               dir,
               env: await remoteEnv(p),
@@ -204,8 +212,23 @@ export function createRepositories(options: RepositoriesOptions) {
      * Moves `branch` from `oldSha` to `newSha` and nothing else: update-ref with the old value for managed
      * repositories, a non-forced push for external ones. False when the branch had moved meanwhile.
      */
-    updateBranch: (p: RepoRef, branch: string, newSha: string, oldSha: string) =>
-      writeBranch(p, branch, newSha, { expected: oldSha, pushArgs: [] }),
+    updateBranch: (p: RepoRef, branch: string, newSha: string, oldSha: string, options: { ticket?: string } = {}) =>
+      writeBranch(p, branch, newSha, { expected: oldSha, pushArgs: [], ticket: options.ticket }),
+
+    /**
+     * A merge's ticket (managed repositories): a ref under refs/svc/ at the merge's commit, which `updateBranch` with
+     * `ticket` needs and deletes in the same transaction. Voiding it is how the repair makes sure that a merge whose
+     * process it believes gone (a git of it may still be running, or the process only lost the database) can no
+     * longer move the branch. An external remote's push cannot be tied to a local ref: there, both are no-ops.
+     */
+    async issueTicket(p: RepoRef, ticket: string, sha: string): Promise<void> {
+      if (p.repo_kind === "managed") await git(["update-ref", ticket, sha, ZERO_SHA], { dir: dirOf(p) });
+    },
+    /** False when git could not delete it now (a merge holding it is committing): ask again later. */
+    async voidTicket(p: RepoRef, ticket: string): Promise<boolean> {
+      if (p.repo_kind !== "managed") return true;
+      return (await git(["update-ref", "-d", ticket], { dir: dirOf(p), okCodes: [1, 128] })).exitCode === 0;
+    },
 
     /** Removes a branch svc made for its own use (a check's); an external remote's copy is deleted by a push. */
     async deleteBranch(p: RepoRef, branch: string): Promise<void> {

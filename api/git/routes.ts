@@ -196,7 +196,7 @@ export function gitRoutes(deps: GitRouteDeps) {
         const dir = deps.repos.dirOf(project);
         reply.hijack();
         const query = req.url.includes("?") ? req.url.slice(req.url.indexOf("?") + 1) : "";
-        const exitCode = await runHttpBackend(
+        const { exitCode, failure } = await runHttpBackend(
           {
             method: req.method,
             pathInfo: `/${basename(dir)}/${rest}`,
@@ -218,6 +218,7 @@ export function gitRoutes(deps: GitRouteDeps) {
           },
           deps.requestDeadlineMs,
         );
+        if (failure) req.log.error({ service: rest, failure }, "a git request failed");
         if (rest === "git-receive-pack") {
           deps.repos.invalidate(project);
           if (exitCode === 0) deps.events.emit("repo.pushed", { projectId: project.id });
