@@ -1,11 +1,9 @@
 import { rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { checkpointRef } from "../protocol/git.ts";
 import type { DaemonConfig } from "./config.ts";
 import { git } from "./workspace.ts";
-
-/** Where the session's unsaved work waits between sandboxes (api/git/hooks.ts lets only this sandbox write it). */
-export const checkpointRef = (sessionId: string) => `refs/svc/checkpoints/${sessionId}`;
 
 const quiet = (p: Promise<unknown>) =>
   p.then(

@@ -92,6 +92,31 @@ describe("the process spawner", () => {
     await expect(spawner.stream({ file: "svc-no-such-program", args: [] })).rejects.toThrow("ENOENT");
   });
 
+  it("delivers what a streaming command writes before the caller has its socket, however busy the caller is", async () => {
+    // git http-backend writes its headers before it reads the request: a caller busy elsewhere takes the socket
+    // only later, and every byte written until then must still reach it.
+    const children = Array.from({ length: 8 }, () =>
+      spawner.stream({ file: "sh", args: ["-c", "echo early; cat"] }),
+    );
+    const busyUntil = Date.now() + 300;
+    while (Date.now() < busyUntil) {
+      // The caller's event loop is held: the helper's answers wait in the channel.
+    }
+    const outputs = await Promise.all(
+      children.map(async (pending) => {
+        const child = await pending;
+        const out: Buffer[] = [];
+        child.stdio.on("data", (chunk: Buffer) => out.push(chunk));
+        const closed = new Promise((r) => child.stdio.once("close", r));
+        child.stdio.end("late\n");
+        await child.exited;
+        await closed;
+        return Buffer.concat(out).toString();
+      }),
+    );
+    expect(outputs).toEqual(Array.from({ length: 8 }, () => "early\nlate\n"));
+  });
+
   it("starts no command it reads after its caller died", async () => {
     const marker = join(realpathSync(mkdtempSync(join(tmpdir(), "svc-spawner-"))), "ran");
     // The caller stops its helper, sends a command, dies; the helper, continued, reads the command too late.

@@ -95,10 +95,19 @@ function pair() {
     const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, (s) => accepting.shift()(s));
     pairs = { accepting, listening: new Promise((r) => server.listen(path, r)), path };
   }
+  // The command gets the connecting end; the caller the accepted one, which the server never reads (pauseOnConnect):
+  // a connecting socket reads from the start, so as the caller's end it would swallow what the command writes
+  // before the caller holds it (git http-backend's headers) into this process, where it is lost.
+  // Accepted ends pair with connecting ones in order; a connection that failed never arrives, so its place goes too.
   return pairs.listening.then(() => new Promise((resolve, reject) => {
-    const outer = connect({ path: pairs.path, allowHalfOpen: true });
-    outer.on("error", reject);
-    pairs.accepting.push((inner) => resolve([inner, outer]));
+    const inner = connect({ path: pairs.path, allowHalfOpen: true });
+    const take = (outer) => resolve([inner, outer]);
+    pairs.accepting.push(take);
+    inner.on("error", (e) => {
+      const place = pairs.accepting.indexOf(take);
+      if (place >= 0) pairs.accepting.splice(place, 1);
+      reject(e);
+    });
   }));
 }
 function environment(m) {

@@ -80,9 +80,6 @@ export function installHooks(dataDir: string): string {
   return dir;
 }
 
-/** Where a session's unsaved work is kept when its sandbox stops (daemon/checkpoint.ts). */
-export const checkpointRef = (sessionId: string) => `refs/svc/checkpoints/${sessionId}`;
-
 /**
  * The session of a sandbox: its branch, the one branch its credentials may push (SVC_PUSH_BRANCH), and its id,
  * which names the one checkpoint ref it may write and fetch.
