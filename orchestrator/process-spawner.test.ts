@@ -95,9 +95,7 @@ describe("the process spawner", () => {
   it("delivers what a streaming command writes before the caller has its socket, however busy the caller is", async () => {
     // git http-backend writes its headers before it reads the request: a caller busy elsewhere takes the socket
     // only later, and every byte written until then must still reach it.
-    const children = Array.from({ length: 8 }, () =>
-      spawner.stream({ file: "sh", args: ["-c", "echo early; cat"] }),
-    );
+    const children = Array.from({ length: 8 }, () => spawner.stream({ file: "sh", args: ["-c", "echo early; cat"] }));
     const busyUntil = Date.now() + 300;
     while (Date.now() < busyUntil) {
       // The caller's event loop is held: the helper's answers wait in the channel.
