@@ -58,6 +58,7 @@ export const API_TIER = [
   "test/github-app.test.ts",
   "test/manifest.test.ts",
   "test/merge-crash.test.ts", // API processes SIGKILLed mid-merge, on the PostgreSQL server
+  "test/merge-repair.test.ts", // interrupted merges settled, on the PostgreSQL server
   "test/model-stall.test.ts", // the daemon with the real opencode as local processes, a stalling gateway on loopback
   "test/plans.test.ts", // a driver that starts no sandbox: started sessions hold their slot
   "test/people.test.ts",
