@@ -80,7 +80,7 @@ describe("sandbox links across API replicas: the edge follows a link's hint to i
       sql,
       dataDir,
       publicUrl: url,
-      logLevel: process.env.SVC_TEST_LOG_LEVEL ?? "silent",
+      logLevel: process.env.SVC_TEST_LOG_LEVEL ?? "error",
       secretsKey,
       repoAllowedHosts: TEST_REPO_ALLOWED_HOSTS,
       linkBridgeHost: host,

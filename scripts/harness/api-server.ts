@@ -49,8 +49,9 @@ export async function startApi(
     sql,
     dataDir,
     publicUrl: () => url,
-    // SVC_TEST_LOG_LEVEL=info shows a test API's log (the pool's and reconciler's decisions) when a test needs it.
-    logLevel: process.env.SVC_TEST_LOG_LEVEL ?? "silent",
+    // Errors only, unless SVC_TEST_LOG_LEVEL says otherwise (info: the pool's and reconciler's decisions): a green
+    // api tier logs none, and a failing run then shows what went wrong inside the API (a git request's 500).
+    logLevel: process.env.SVC_TEST_LOG_LEVEL ?? "error",
     bodyLimit: options.bodyLimit,
     gitMaxPushMb: options.gitMaxPushMb,
     secretsKey: randomBytes(32).toString("base64"),
