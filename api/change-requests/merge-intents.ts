@@ -12,7 +12,7 @@ export type MergeIntent = {
   created_at: Date;
 };
 
-/** The ref a merge needs to move its base branch (api/git/repositories.ts `issueTicket`); hidden from clients. */
+/** The ref a merge needs to move its base branch (api/git/repositories.ts `issueTicket`): under refs/svc/, no push writes it. */
 export const mergeTicketRef = (intentId: string) => `refs/svc/merge-tickets/${intentId}`;
 
 /**

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import { type StreamingChild, spawnStreaming } from "../../orchestrator/process-spawner.ts";
-import { BASE_ENV } from "./run.ts";
+import { BASE_ENV, credentialsIn, redact } from "./run.ts";
 
 export type CgiRequest = {
   method: string;
@@ -146,9 +146,11 @@ export async function runHttpBackend(
     res.end();
     return { exitCode };
   }
-  // Git ended without an answer: the client sees a 500, the log says why.
-  const failure = `git http-backend ended (${exitCode}) before its headers: ${stderr.trim() || "no stderr"}`;
+  // Git ended without an answer: the client sees a 500, the log says why (a relayed push's hook talks to a remote
+  // with credentials in its environment: none of them in either).
+  const said = redact(stderr, credentialsIn(env)).trim();
+  const failure = `git http-backend ended (${exitCode}) before its headers: ${said || "no stderr"}`;
   res.writeHead(500, { "content-type": "text/plain" });
-  res.end(`git http-backend failed: ${stderr.trim().split("\n").at(-1) ?? exitCode}\n`);
+  res.end(`git http-backend failed: ${said.split("\n").at(-1) || exitCode}\n`);
   return { exitCode, failure };
 }

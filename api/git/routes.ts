@@ -1,8 +1,7 @@
 import { basename, dirname } from "node:path";
 import type { Readable } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { CloneCredential } from "../../protocol/git.ts";
-import { checkpointRef } from "../../protocol/git.ts";
+import { type CloneCredential, checkpointRef } from "../../protocol/git.ts";
 import type { Project } from "../../protocol/project.ts";
 import { CLONE_CREDENTIAL_PREFIX } from "../../protocol/token.ts";
 import type { AccountStore } from "../accounts/store.ts";
