@@ -1,11 +1,11 @@
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call } from "./support/api-server.ts";
 import { requireChromium } from "./support/browser.ts";
-import { BIN, type CliEnv, cliHome, svc } from "./support/cli.ts";
+import { BIN, type CliEnv, cliHome, recordingBrowser, svc } from "./support/cli.ts";
 import { authedUrl, workRepo } from "./support/git-fixture.ts";
 import { landOnDefault } from "./support/land.ts";
 import { type SandboxedProject, startSandboxedProject } from "./support/sandboxed-project.ts";
@@ -260,11 +260,8 @@ describe("the dashboard's session page and the browser login (Chromium, real san
   }, 120_000);
 
   it("svc login: the CLI opens $BROWSER, the signed-in page authorizes, and the CLI stores a working token", async () => {
-    const recorder = join(home.dir, "browser.sh");
-    const opened = join(home.dir, "opened-url");
-    writeFileSync(recorder, `#!/bin/sh\nprintf '%s' "$1" > '${opened}'\n`);
-    chmodSync(recorder, 0o755);
-    const loginEnv = { ...process.env, ...home.env, SVC_CLI_TOKEN: "", BROWSER: recorder } as Record<string, string>;
+    const opener = recordingBrowser(home.dir);
+    const loginEnv = { ...process.env, ...home.env, SVC_CLI_TOKEN: "", BROWSER: opener.path } as Record<string, string>;
     const login = spawn(process.execPath, [BIN, "login", "--host", "dash", "--api", sandboxed.api.url], {
       env: loginEnv,
       cwd: home.dir,
@@ -275,8 +272,7 @@ describe("the dashboard's session page and the browser login (Chromium, real san
       stderr += d;
     });
     const exited = new Promise<number | null>((resolve) => login.on("exit", resolve));
-    await expect.poll(() => existsSync(opened), { timeout: 15_000 }).toBe(true);
-    const url = readFileSync(opened, "utf8");
+    const url = await opener.opened();
     // The browser may open before the CLI's own line reaches this process.
     await expect.poll(() => stderr, { timeout: 5000 }).toContain(url);
     expect(url).toMatch(

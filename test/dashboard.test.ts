@@ -1,10 +1,10 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, seedUser, startApi, type TestApi } from "./support/api-server.ts";
 import { requireChromium } from "./support/browser.ts";
-import { cliHome, svc, svcTty } from "./support/cli.ts";
+import { cliHome, recordingBrowser, svc, svcTty } from "./support/cli.ts";
 import { freshDatabase, type TestDatabase } from "./support/databases.ts";
 import { authedUrl, type WorkRepo, workRepo } from "./support/git-fixture.ts";
 
@@ -102,32 +102,28 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
     const json = JSON.parse((await run(["projects", "open", projectId, "--json"])).stdout);
     expect(Object.keys(json)).toEqual(["url"]);
 
-    const recorded = join(home.dir, "browser-urls.txt");
-    const fakeBrowser = join(home.dir, "fake-browser.sh");
-    writeFileSync(fakeBrowser, `#!/bin/sh\necho "$1" >> '${recorded}'\n`);
-    chmodSync(fakeBrowser, 0o755);
-    const tty = await svcTty(["projects", "open", projectId], { env: { ...home.env, BROWSER: fakeBrowser } });
+    const opener = recordingBrowser(home.dir);
+    const tty = await svcTty(["projects", "open", projectId], { env: { ...home.env, BROWSER: opener.path } });
     expect(tty.code, tty.output).toBe(0);
     const ttyUrl = tty.output
       .split(/\r?\n/)
       .find((l) => l.startsWith("http"))!
       .trim();
-    for (let i = 0; i < 50 && !existsSync(recorded); i++) await new Promise((r) => setTimeout(r, 100));
-    expect(readFileSync(recorded, "utf8").trim()).toBe(ttyUrl);
+    expect(await opener.opened()).toBe(ttyUrl);
 
     // An unknown project fails before anything is opened.
     const unknown = await svcTty(["projects", "open", "00000000-0000-4000-8000-000000000000"], {
-      env: { ...home.env, BROWSER: fakeBrowser },
+      env: { ...home.env, BROWSER: opener.path },
     });
     expect(unknown.code).toBe(1);
     expect(unknown.output).toContain("PROJECT_NOT_FOUND");
     // (This server has no sandbox driver: every session lookup fails, as an unknown one would elsewhere.)
     const missingSession = await svcTty(["sessions", "open", "no-such-session"], {
-      env: { ...home.env, BROWSER: fakeBrowser },
+      env: { ...home.env, BROWSER: opener.path },
     });
     expect(missingSession.code).toBe(1);
     expect(missingSession.output).not.toContain("http");
-    expect(readFileSync(recorded, "utf8").trim().split("\n")).toHaveLength(1);
+    expect(opener.urls()).toHaveLength(1);
 
     // A project token never signs a browser in: a browser session is a person's.
     const minted = await rest("POST", `/v1/projects/${projectId}/cli-token`, {});
@@ -376,13 +372,9 @@ describe("the dashboard: sign-in by link, projects, CR pages with merge, close a
   });
 
   it("authorizes a waiting `svc login` with the Authorize button of a signed-in browser", async () => {
-    const recorded = join(home.dir, "login-urls.txt");
-    const fakeBrowser = join(home.dir, "login-browser.sh");
-    writeFileSync(fakeBrowser, `#!/bin/sh\necho "$1" > '${recorded}'\n`);
-    chmodSync(fakeBrowser, 0o755);
-    const login = run(["login", "--api", api.url, "--host", "second"], { BROWSER: fakeBrowser });
-    for (let i = 0; i < 100 && !existsSync(recorded); i++) await new Promise((r) => setTimeout(r, 100));
-    const url = readFileSync(recorded, "utf8").trim();
+    const opener = recordingBrowser(home.dir, "login-browser");
+    const login = run(["login", "--api", api.url, "--host", "second"], { BROWSER: opener.path });
+    const url = await opener.opened();
     expect(new URL(url).pathname).toBe("/dashboard/cli/login");
 
     await page.goto(url);

@@ -1,11 +1,11 @@
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashSecret, newSecret } from "../protocol/credential.ts";
 import { TOKEN_PREFIX } from "../protocol/token.ts";
 import { type ApiProcess, startApiProcess } from "./support/api-process.ts";
-import { cliHome, freePort, svc } from "./support/cli.ts";
+import { cliHome, freePort, recordingBrowser, svc } from "./support/cli.ts";
 import { svcPty } from "./support/pty.ts";
 
 const MEMBER = "member@example.test";
@@ -170,13 +170,9 @@ describe("svc members and svc login for a member (real binary, the API as a proc
   });
 
   it("svc login's browser flow works for a member who signs the browser in with a password; their token is theirs", async () => {
-    const recorded = join(home.dir, "login-url.txt");
-    const fakeBrowser = join(home.dir, "fake-browser.sh");
-    writeFileSync(fakeBrowser, `#!/bin/sh\necho "$1" > '${recorded}'\n`);
-    chmodSync(fakeBrowser, 0o755);
-    const login = run(["login", "--api", url, "--host", "browser"], { env: { BROWSER: fakeBrowser } });
-    for (let i = 0; i < 100 && !existsSync(recorded); i++) await new Promise((r) => setTimeout(r, 100));
-    const authorize = new URL(readFileSync(recorded, "utf8").trim());
+    const opener = recordingBrowser(home.dir);
+    const login = run(["login", "--api", url, "--host", "browser"], { env: { BROWSER: opener.path } });
+    const authorize = new URL(await opener.opened());
     expect(authorize.pathname).toBe("/dashboard/cli/login");
 
     // The browser: signs in with the member's password, opens the page, clicks Authorize.

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -37,6 +37,30 @@ export function cliHome(): { dir: string; env: CliEnv } {
 /** Runs the real `svc` binary as a user would; never throws on a non-zero exit. */
 export async function svc(args: string[], options: { env?: CliEnv; cwd?: string; input?: string } = {}) {
   return runBuffered(process.execPath, [BIN, ...args], { ...options, timeoutMs: 120_000 });
+}
+
+/**
+ * A stand-in for the user's browser (`$BROWSER`) that records each URL it is asked to open, a line each. `opened(n)`
+ * waits for the n-th whole line: the file exists, empty, a moment before the shell writes it.
+ */
+export function recordingBrowser(dir: string, name = "browser") {
+  const recorded = join(dir, `${name}-urls.txt`);
+  const path = join(dir, `${name}.sh`);
+  writeFileSync(path, `#!/bin/sh\nprintf '%s\\n' "$1" >> '${recorded}'\n`);
+  chmodSync(path, 0o755);
+  const urls = () => (existsSync(recorded) ? readFileSync(recorded, "utf8").split("\n").slice(0, -1) : []);
+  return {
+    path,
+    urls,
+    async opened(n = 1, timeoutMs = 15_000): Promise<string> {
+      const deadline = Date.now() + timeoutMs;
+      while (urls().length < n) {
+        if (Date.now() > deadline) throw new Error(`$BROWSER was not asked to open URL ${n} within ${timeoutMs} ms`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      return urls()[n - 1]!;
+    },
+  };
 }
 
 /** This machine's address as other machines see it (eth0's, say): not loopback, not a Docker bridge. */
