@@ -7,12 +7,14 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 /**
  * A reporter beside the default one: once the run ends, one line per tier (Vitest project) with its files, its
  * tests, the summed duration of its files (tests and hooks, what the default reporter shows per file) and its wall
- * time, from its first file's start to its last file's end. The lines start with "tier", never with "Tests", so
+ * time, from its first file's start to its last file's end, both as offsets into the run (the gaps between groups
+ * show), then the run's own span. The lines start with "tier", never with "Tests", so
  * the default summary's "Tests N passed" stays the last line .ci/run reads.
  */
 export default class TierTimes implements Reporter {
   private vitest: Vitest | undefined;
   private spans = new Map<string, Span>();
+  private runStart = performance.now();
 
   onInit(vitest: Vitest): void {
     this.vitest = vitest;
@@ -20,6 +22,7 @@ export default class TierTimes implements Reporter {
 
   onTestRunStart(): void {
     this.spans.clear();
+    this.runStart = performance.now();
   }
 
   onTestModuleQueued(module: TestModule): void {
@@ -56,12 +59,15 @@ export default class TierTimes implements Reporter {
       return (
         `tier ${name.padEnd(width)}  ${String(files.length).padStart(3)} files  ${String(tests).padStart(4)} tests` +
         `${failed > 0 ? ` (${failed} failed)` : ""}  summed ${seconds(summed).padStart(8)}  wall ${
-          span ? seconds(span.end - span.start).padStart(8) : "?"
+          span
+            ? `${seconds(span.end - span.start).padStart(8)}  (${seconds(span.start - this.runStart)} to ${seconds(span.end - this.runStart)})`
+            : "?"
         }`
       );
     });
     const log = (line: string) => (this.vitest ? this.vitest.logger.log(line) : console.log(line));
     log("");
     for (const line of lines) log(line);
+    log(`run ${seconds(performance.now() - this.runStart)} from its start to this line`);
   }
 }
