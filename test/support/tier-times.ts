@@ -8,8 +8,8 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  * A reporter beside the default one: once the run ends, one line per tier (Vitest project) with its files, its
  * tests, the summed duration of its files (tests and hooks, what the default reporter shows per file) and its wall
  * time, from its first file's start to its last file's end, both as offsets into the run (the gaps between groups
- * show), then the run's own span. The lines start with "tier", never with "Tests", so
- * the default summary's "Tests N passed" stays the last line .ci/run reads.
+ * show), then the run's own span. The lines start with "tier" or "run", never with "Tests", so the default
+ * summary's "Tests N passed" stays the last line .ci/run reads.
  */
 export default class TierTimes implements Reporter {
   private vitest: Vitest | undefined;

@@ -24,6 +24,7 @@ export const API_TIER = [
   // Beside the code, but not unit: a database or a server on loopback.
   "api/admin/restore.test.ts", // PGlite
   "api/db/sql.test.ts", // PGlite
+  "api/edge/server.test.ts", // the edge and a refusing replica on loopback
   "api/egress/proxy.test.ts", // the proxy and its targets on loopback
   "protocol/http-tunnel.test.ts", // the tunnel and its upstreams on loopback
   "daemon/server.test.ts", // the daemon's HTTP surface on loopback
