@@ -67,7 +67,7 @@ export function isProjectRepository(request: Record<string, string>, repoUrl: st
 }
 
 /**
- * `svc-agent git-credential get`: git's credential-helper protocol. Answers with a minutes-long credential the
+ * `svc-git-credential get` (git-credential-main.ts): git's credential-helper protocol. Answers with a minutes-long credential the
  * API issues for the sandbox service key, so no git token ever sits in the environment or in .git/config; and
  * only when git asks for the project's own repository (SVC_REPO_URL).
  */
@@ -77,23 +77,21 @@ export async function gitCredentialHelper(action: string | undefined, env: NodeJ
   for await (const chunk of process.stdin) input += chunk;
   const { SVC_API_URL: api, SVC_PROJECT_ID: project, SVC_TOKEN: key, SVC_REPO_URL: repoUrl } = env;
   if (!api || !project || !key || !repoUrl) {
-    process.stderr.write(
-      "svc-agent git-credential: SVC_API_URL, SVC_PROJECT_ID, SVC_TOKEN and SVC_REPO_URL are required\n",
-    );
+    process.stderr.write("svc-git-credential: SVC_API_URL, SVC_PROJECT_ID, SVC_TOKEN and SVC_REPO_URL are required\n");
     return 1;
   }
   const request = parseCredentialRequest(input);
   if (!isProjectRepository(request, repoUrl)) {
     // No answer: git goes on without credentials (or asks its other helpers).
     const asked = `${request.protocol ?? "?"}://${request.host ?? "?"}/${request.path ?? ""}`;
-    process.stderr.write(`svc-agent git-credential: no credential for ${asked}: only for the project's repository\n`);
+    process.stderr.write(`svc-git-credential: no credential for ${asked}: only for the project's repository\n`);
     return 0;
   }
   let credential: CloneCredential;
   try {
     credential = await fetchCloneCredential(api, project, key);
   } catch (err) {
-    process.stderr.write(`svc-agent git-credential: ${(err as Error).message}\n`);
+    process.stderr.write(`svc-git-credential: ${(err as Error).message}\n`);
     return 1;
   }
   process.stdout.write(`username=${credential.username}\npassword=${credential.password}\n`);

@@ -1,7 +1,7 @@
 import { createWriteStream } from "node:fs";
 import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { ClaimBody, DaemonHealth, EnvBody, PromptBody, SeedRuntime } from "../protocol/daemon.ts";
 import type { TranscriptEntry } from "../protocol/transcript.ts";
@@ -12,7 +12,6 @@ import { saveCheckpoint } from "./checkpoint.ts";
 import { loadDaemonConfig } from "./config.ts";
 import { restoreConversation, storedTranscript } from "./conversation-restore.ts";
 import { daemonError } from "./errors.ts";
-import { gitCredentialHelper } from "./git-credential.ts";
 import { startLink } from "./link.ts";
 import { modelFailure } from "./model-failure.ts";
 import { opencodeSpec } from "./opencode.ts";
@@ -32,10 +31,15 @@ const PROMPT_BOOT_WAIT_MS = 10_000;
 
 const log = (msg: string) => process.stderr.write(`svc-agent: ${msg}\n`);
 
-/** This program again, as a shell command git can run as its credential helper. */
-function selfCommand(): string {
+/**
+ * The workspace's git credential helper as a shell command: the small program beside this one (git-credential-main.ts,
+ * bundled as svc-git-credential.mjs), run by this Node with this program's flags.
+ */
+function credentialHelperCommand(): string {
   const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
-  return [process.execPath, ...process.execArgv, process.argv[1]!].map(quote).join(" ");
+  const self = process.argv[1]!;
+  const helper = join(dirname(self), self.endsWith(".ts") ? "git-credential-main.ts" : "svc-git-credential.mjs");
+  return [process.execPath, ...process.execArgv, helper].map(quote).join(" ");
 }
 
 async function daemon(): Promise<void> {
@@ -178,7 +182,7 @@ async function daemon(): Promise<void> {
     const file = join(tmpdir(), `svc-seed-${process.pid}.bundle`);
     try {
       await pipeline(bundle, createWriteStream(file, { mode: 0o600 }));
-      await seedWorkspace(config, file, selfCommand());
+      await seedWorkspace(config, file, credentialHelperCommand());
     } catch (err) {
       pool = "failed";
       repo.state = "failed";
@@ -354,7 +358,7 @@ async function daemon(): Promise<void> {
   process.on("SIGTERM", () => void shutdown());
   process.on("SIGINT", () => void shutdown());
 
-  if (config.autoClone && !config.pooled) await cloneSessionWorkspace(config, repo, selfCommand(), log);
+  if (config.autoClone && !config.pooled) await cloneSessionWorkspace(config, repo, credentialHelperCommand(), log);
   if (config.pooled || !config.agentRuntime) return;
   // The session's stored conversation, read once here and handed to its restore; unread (undefined), it counts as
   // there, so the runtime boots and its restore tries again.
@@ -372,8 +376,4 @@ async function daemon(): Promise<void> {
   await restored;
 }
 
-if (process.argv[2] === "git-credential") {
-  process.exitCode = await gitCredentialHelper(process.argv[3], process.env);
-} else {
-  await daemon();
-}
+await daemon();

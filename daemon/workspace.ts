@@ -21,9 +21,9 @@ export async function git(args: string[], cwd?: string, env: Record<string, stri
 }
 
 /** How the workspace's repository pushes: through the credential helper only, to the branch it is on. */
-function repositoryConfig(config: DaemonConfig, selfPath: string): string[] {
+function repositoryConfig(config: DaemonConfig, credentialHelper: string): string[] {
   return [
-    `credential.helper=!${selfPath} git-credential`,
+    `credential.helper=!${credentialHelper}`,
     // git then tells the helper the repository's path too: it answers for this repository only.
     "credential.useHttpPath=true",
     "push.default=current",
@@ -39,7 +39,7 @@ function repositoryConfig(config: DaemonConfig, selfPath: string): string[] {
  * history without old file contents, which git fetches through the same helper when a command needs one
  * (`git log -p`, a checkout of an old commit). On a repository with history that is most of the bytes.
  */
-export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Promise<void> {
+export async function cloneWorkspace(config: DaemonConfig, credentialHelper: string): Promise<void> {
   mkdirSync(config.workspace, { recursive: true });
   const base = config.baseRef && config.baseRef !== config.branch ? config.baseRef : undefined;
   const cloned = existsSync(join(config.workspace, ".git"));
@@ -64,7 +64,7 @@ export async function cloneWorkspace(config: DaemonConfig, selfPath: string): Pr
         "--no-tags",
         "--branch",
         config.branch,
-        ...repositoryConfig(config, selfPath).flatMap((c) => ["-c", c]),
+        ...repositoryConfig(config, credentialHelper).flatMap((c) => ["-c", c]),
         "--",
         config.repoUrl,
         config.workspace,
@@ -90,14 +90,14 @@ async function hasRef(workspace: string, ref: string): Promise<boolean> {
  * exists before a session claims the sandbox. It ends as a clone would: `origin` is the project's repository,
  * and the session branch (named before the claim) is checked out at the base.
  */
-export async function seedWorkspace(config: DaemonConfig, bundle: string, selfPath: string): Promise<void> {
+export async function seedWorkspace(config: DaemonConfig, bundle: string, credentialHelper: string): Promise<void> {
   mkdirSync(config.workspace, { recursive: true });
   await git([
     "clone",
     "--quiet",
     "--branch",
     config.baseRef,
-    ...repositoryConfig(config, selfPath).flatMap((c) => ["-c", c]),
+    ...repositoryConfig(config, credentialHelper).flatMap((c) => ["-c", c]),
     "--",
     bundle,
     config.workspace,

@@ -79,7 +79,7 @@ await build({ ...server, entryPoints: { api: "api/main.ts", edge: "api/edge/main
 // in, since resolving and loading their many files from node_modules costs more at start-up than the command.
 await build({
   absWorkingDir: root.pathname,
-  entryPoints: { "cli/run": "cli/run.ts" },
+  entryPoints: { "cli/run": "cli/run.ts", "cli/git-credential-helper": "cli/git-credential-helper.ts" },
   outdir: out,
   outExtension: { ".js": ".mjs" },
   chunkNames: "cli/[name]-[hash]",
@@ -95,8 +95,9 @@ await build({
     js: ESM_REQUIRE,
   },
 });
-// Its entry point, one CommonJS file that loads the chunks only for a command other than `svc version`: Node starts a
-// CommonJS file as fast as `node -e 0` and an ES module 1.17x slower, and each further file costs a little more.
+// Its entry point, one CommonJS file that loads the chunks only for a command other than `svc version` (and git's
+// credential requests only theirs): Node starts a CommonJS file as fast as `node -e 0` and an ES module 1.17x slower,
+// and each further file costs a little more.
 await build({
   absWorkingDir: root.pathname,
   entryPoints: { svc: "cli/main.ts" },
@@ -110,7 +111,11 @@ await build({
   plugins: [
     {
       name: "cli-run-chunks",
-      setup: (b) => b.onResolve({ filter: /^\.\/run\.ts$/ }, () => ({ path: "./cli/run.mjs", external: true })),
+      setup: (b) =>
+        b.onResolve({ filter: /^\.\/(run|git-credential-helper)\.ts$/ }, (args) => ({
+          path: `./cli/${args.path.slice(2, -3)}.mjs`,
+          external: true,
+        })),
     },
   ],
 });
@@ -130,7 +135,12 @@ cpSync(new URL("api/install/served-install.sh", root), new URL(`${out}/served-in
 // Self-contained bundles for the sandbox image, which has node but no node_modules.
 await build({
   absWorkingDir: root.pathname,
-  entryPoints: { "svc-agent": "daemon/main.ts", "svc-log": "daemon/log-keeper.ts", svc: "cli/main.ts" },
+  entryPoints: {
+    "svc-agent": "daemon/main.ts",
+    "svc-git-credential": "daemon/git-credential-main.ts",
+    "svc-log": "daemon/log-keeper.ts",
+    svc: "cli/main.ts",
+  },
   outdir: `${out}/sandbox`,
   outExtension: { ".js": ".mjs" },
   bundle: true,

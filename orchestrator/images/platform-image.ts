@@ -20,6 +20,7 @@ function sources(options: PlatformImageOptions): Record<string, string> {
     "svc-agent": join(dir, "svc-agent"),
     svc: join(dir, "svc"),
     "svc-agent.mjs": join(options.root, "dist", "sandbox", "svc-agent.mjs"),
+    "svc-git-credential.mjs": join(options.root, "dist", "sandbox", "svc-git-credential.mjs"),
     "svc-log.mjs": join(options.root, "dist", "sandbox", "svc-log.mjs"),
     "svc.mjs": join(options.root, "dist", "sandbox", "svc.mjs"),
     node: options.nodeBinary ?? process.execPath,
