@@ -51,7 +51,7 @@ export async function answerGitCredential(operation: string): Promise<void> {
 
 /**
  * The helper as git runs it (cli/main.ts), without the command parser: git runs it for every fetch and push to an
- * svc host, and the parser and its commands tripled its start-up. Errors as the parser's path reports them.
+ * svc host. Errors as the parser's path reports them.
  */
 export async function runGitCredentialHelper(operation: string): Promise<number> {
   try {

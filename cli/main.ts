@@ -2,7 +2,8 @@ import { printVersion, versionAsked } from "./commands/version.ts";
 
 /**
  * `svc git-credential get|store|erase` as git runs it (the helper `svc ship` sets up), for every fetch and push to an
- * svc host: answered without the command parser, which tripled its start-up. Anything else goes through the parser.
+ * svc host: answered without the command parser and its commands (0.064 CPU-s a run against 0.089). Anything else
+ * goes through the parser.
  */
 function gitCredentialAsked(args: string[]): string | undefined {
   const [word, operation, ...rest] = args;
