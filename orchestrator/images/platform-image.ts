@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { copyFileSync, linkSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, linkSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ImageVerbs } from "../sandbox/driver.ts";
@@ -12,17 +12,16 @@ export type PlatformImageOptions = {
   opencodeBinary?: string;
 };
 
+/**
+ * The build context: every file of images/sandbox (the Dockerfile and its scripts) and of dist/sandbox (the bundles),
+ * whatever the Dockerfile copies of them, and the two binaries. Listed from the directories, not by name, so an API
+ * started before a build that added a file still sends it.
+ */
 function sources(options: PlatformImageOptions): Record<string, string> {
-  const dir = join(options.root, "images", "sandbox");
+  const filesIn = (dir: string) => Object.fromEntries(readdirSync(dir).map((name) => [name, join(dir, name)]));
   return {
-    Dockerfile: join(dir, "Dockerfile"),
-    "svc-entrypoint": join(dir, "svc-entrypoint"),
-    "svc-agent": join(dir, "svc-agent"),
-    svc: join(dir, "svc"),
-    "svc-agent.mjs": join(options.root, "dist", "sandbox", "svc-agent.mjs"),
-    "svc-git-credential.mjs": join(options.root, "dist", "sandbox", "svc-git-credential.mjs"),
-    "svc-log.mjs": join(options.root, "dist", "sandbox", "svc-log.mjs"),
-    "svc.mjs": join(options.root, "dist", "sandbox", "svc.mjs"),
+    ...filesIn(join(options.root, "images", "sandbox")),
+    ...filesIn(join(options.root, "dist", "sandbox")),
     node: options.nodeBinary ?? process.execPath,
     opencode: options.opencodeBinary ?? join(options.root, "node_modules", "opencode-linux-x64", "bin", "opencode"),
   };
