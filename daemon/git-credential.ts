@@ -67,9 +67,9 @@ export function isProjectRepository(request: Record<string, string>, repoUrl: st
 }
 
 /**
- * `svc-git-credential get` (git-credential-main.ts): git's credential-helper protocol. Answers with a minutes-long credential the
- * API issues for the sandbox service key, so no git token ever sits in the environment or in .git/config; and
- * only when git asks for the project's own repository (SVC_REPO_URL).
+ * `svc-git-credential get` (git-credential-main.ts): git's credential-helper protocol. Answers with a minutes-long
+ * credential the API issues for the sandbox service key, so no git token ever sits in the environment or in
+ * .git/config; and only when git asks for the project's own repository (SVC_REPO_URL).
  */
 export async function gitCredentialHelper(action: string | undefined, env: NodeJS.ProcessEnv): Promise<number> {
   if (action !== "get") return 0;
